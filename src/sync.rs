@@ -1,0 +1,15 @@
+//! The one place atomics are imported from.
+//!
+//! Normally these are `std`'s types; under `--cfg loom` they are loom's, so that the loom models in
+//! `loom-tests/` explore every interleaving of the real limiter code. No other module imports
+//! `std::sync::atomic` or `std::sync::Arc` directly.
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
