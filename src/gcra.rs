@@ -3,19 +3,21 @@
 //! # Implementation details
 //!
 //! Time is counted in fixed-point *units*. One unit is `T / S` where `T = period / count` is the
-//! emission interval and `S = max(1, ceil(T / 1 ns))`, so:
+//! emission interval and `S = max(1, ceil(4 * T / 1 ns))`, so:
 //!
 //! * one emission interval is exactly `S` units and a request of cost `n` moves the state by
 //!   exactly `n * S` units: every increment is an integer, so nothing drifts, whatever the rate;
-//! * a unit is at most 1 ns (it lies in `(0.5 ns, 1 ns]` when `T >= 1 ns`, and equals `T` when the
-//!   rate is above 10^9 per second), so rounding a clock reading down to whole units moves a
-//!   decision only when the clock lies within 1 ns of its boundary;
-//! * when `T` is a whole number of nanoseconds, a unit is exactly 1 ns and the conversion from
-//!   clock nanoseconds is the identity: every decision matches the rational model exactly.
+//! * a unit is at most a quarter of a nanosecond (it lies in `(0.2 ns, 0.25 ns]` when
+//!   `T >= 1 ns`), so rounding a clock reading to whole units moves a decision only when the clock
+//!   lies within 0.25 ns of its boundary, and a reported duration, rounded to the nearest
+//!   nanosecond, is within 0.75 ns of the exact rational value;
+//! * when `T` is a whole number of nanoseconds a unit is exactly 0.25 ns, every conversion is
+//!   exact, and every decision and reported time matches the rational model exactly.
 //!
-//! 2^64 units cover at least 292 years when `T >= 1 ns`, and at least 5.8 years at the highest
-//! rate a quota may have ([`MAX_RATE_PER_SECOND`](crate::quota::MAX_RATE_PER_SECOND)); past the end
-//! of its range a clock reading saturates at `u64::MAX` units and every request is denied.
+//! 2^64 units cover at least 116 years when `T >= 1 ns` (rates up to 10^9 per second), and at
+//! least 5.8 years at the highest rate a quota may have
+//! ([`MAX_RATE_PER_SECOND`](crate::quota::MAX_RATE_PER_SECOND)); past the end of its range a clock
+//! reading saturates at `u64::MAX` units and every request is denied.
 //!
 //! The clock conversion is one 64x64.64 fixed-point multiply (two `u64 x u64 -> u128` products),
 //! so the hot path has no division; the divisions needed to report `remaining()` and durations are
@@ -43,7 +45,7 @@ pub(crate) struct Scale {
     interval: u64,
     /// `tau = burst * S`: the bucket's capacity, in units.
     tau: u64,
-    /// Nanoseconds per unit (at most 1) in 1/2^64, with 1.0 stored as `u64::MAX`.
+    /// Nanoseconds per unit (at most 1/4) in 1/2^64, rounded down.
     ns_per_unit_q64: u64,
 }
 
@@ -62,7 +64,7 @@ impl Rate {
     pub(crate) fn new(quota: &Quota) -> Option<Rate> {
         let count = u128::from(quota.count());
         let period = u128::from(quota.period_ns());
-        let interval = u64::try_from(period.div_ceil(count)).ok()?.max(1);
+        let interval = u64::try_from((4 * period).div_ceil(count)).ok()?.max(1);
         let tau = quota.burst().checked_mul(interval)?;
         // count * S / period, as 64.64 fixed point rounded *up*, so that a clock reading that is an
         // exact multiple of T converts to an exact multiple of S (rounding down would make the
@@ -73,9 +75,9 @@ impl Rate {
         let units_per_period = count * u128::from(interval);
         let units_per_ns_int = u64::try_from(units_per_period / period).ok()?;
         let units_per_ns_frac = ((units_per_period % period) << 64).div_ceil(period) as u64;
-        // period / (count * S) <= 1: the unit is never longer than a nanosecond.
-        let ns_per_unit = (period << 64) / units_per_period;
-        let ns_per_unit_q64 = u64::try_from(ns_per_unit).unwrap_or(u64::MAX);
+        // period / (count * S) <= 1/4: a unit is never longer than a quarter nanosecond, so the
+        // quotient fits in 62 bits.
+        let ns_per_unit_q64 = ((period << 64) / units_per_period) as u64;
         Some(Rate {
             scale: Scale { interval, tau, ns_per_unit_q64 },
             burst: quota.burst(),
@@ -147,11 +149,12 @@ impl Scale {
         self.tau
     }
 
-    /// Units to nanoseconds, rounded up (so waiting that long is always enough).
+    /// Units to nanoseconds, rounded to the nearest (exact when a unit is a quarter nanosecond).
     pub(crate) fn units_to_ns(&self, units: u64) -> u64 {
-        let ns = u128::from(units) * u128::from(self.ns_per_unit_q64);
-        let ns = (ns >> 64) + u128::from(ns as u64 != 0);
-        u64::try_from(ns).unwrap_or(u64::MAX)
+        // units < 2^64 and the factor < 2^62, so adding one half cannot overflow u128; the result
+        // is below 2^62 and always fits.
+        let ns = u128::from(units) * u128::from(self.ns_per_unit_q64) + (1 << 63);
+        (ns >> 64) as u64
     }
 
     /// Units of cost that would conform with `backlog` units of state ahead of the clock:
@@ -171,32 +174,42 @@ mod tests {
     }
 
     #[test]
-    fn whole_nanosecond_interval_uses_nanosecond_units() {
+    fn whole_nanosecond_interval_uses_quarter_nanosecond_units() {
         let r = rate(1000, 1_000_000_000, 10);
-        assert_eq!(r.scale().interval(), 1_000_000);
-        assert_eq!(r.scale().tau(), 10_000_000);
-        for ns in [0, 1, 999, 123_456_789, u64::MAX / 2, u64::MAX] {
-            assert_eq!(r.units_at(ns), ns);
-            assert_eq!(r.scale().units_to_ns(ns), ns);
+        assert_eq!(r.scale().interval(), 4_000_000);
+        assert_eq!(r.scale().tau(), 40_000_000);
+        for ns in [0, 1, 999, 123_456_789, u64::MAX / 8] {
+            assert_eq!(r.units_at(ns), 4 * ns);
+            assert_eq!(r.scale().units_to_ns(4 * ns), ns);
         }
     }
 
     #[test]
-    fn fractional_interval_has_sub_nanosecond_units() {
-        // T = 333_333_333.33 ns: S = 333_333_334, units per ns = 1.000000002.
+    fn fractional_interval_is_exact_at_whole_periods() {
+        // T = 333_333_333.33 ns: S = ceil(4T) = 1_333_333_334.
         let r = rate(3, 1_000_000_000, 3);
-        assert_eq!(r.scale().interval(), 333_333_334);
+        assert_eq!(r.scale().interval(), 1_333_333_334);
         // After one period exactly 3 intervals have elapsed, not a unit less.
-        assert_eq!(r.units_at(1_000_000_000), 3 * 333_333_334);
-        assert_eq!(r.scale().units_to_ns(3 * 333_333_334), 1_000_000_000);
+        assert_eq!(r.units_at(1_000_000_000), 3 * 1_333_333_334);
+        assert_eq!(r.scale().units_to_ns(3 * 1_333_333_334), 1_000_000_000);
+        // One interval reports as T rounded to the nearest nanosecond.
+        assert_eq!(r.scale().units_to_ns(1_333_333_334), 333_333_333);
     }
 
     #[test]
-    fn rate_above_one_per_nanosecond_counts_in_intervals() {
+    fn rate_above_four_per_nanosecond_counts_in_intervals() {
         let r = rate(10_000_000_000, 1_000_000_000, 1);
         assert_eq!(r.scale().interval(), 1);
         assert_eq!(r.units_at(7), 70);
         assert_eq!(r.scale().units_to_ns(70), 7);
+    }
+
+    #[test]
+    fn range_is_over_a_century_at_one_per_nanosecond() {
+        // The coarsest unit for T >= 1 ns is T / ceil(4T) > 0.2 ns: T = 1.0000001 ns here.
+        let r = rate(10_000_000, 10_000_001, 1);
+        let century_ns = 100 * 365 * 24 * 3600 * 1_000_000_000u64;
+        assert!(r.units_at(century_ns) < u64::MAX);
     }
 
     #[test]
@@ -207,13 +220,13 @@ mod tests {
 
     #[test]
     fn admit_follows_gcra() {
-        let r = rate(1, 10, 2); // T = 10 ns, tau = 20 ns
-        assert_eq!(r.admit(0, 100, 1, 0), Ok(110));
-        assert_eq!(r.admit(110, 100, 1, 0), Ok(120));
-        assert_eq!(r.admit(120, 100, 1, 0), Err(Refusal::Wait(10)));
-        assert_eq!(r.admit(120, 100, 0, 0), Ok(120));
-        assert_eq!(r.admit(0, 100, 3, 0), Err(Refusal::Never));
-        assert_eq!(r.admit(120, 100, 1, 10), Ok(130));
+        let r = rate(1, 10, 2); // T = 10 ns = 40 units, tau = 80 units
+        assert_eq!(r.admit(0, 400, 1, 0), Ok(440));
+        assert_eq!(r.admit(440, 400, 1, 0), Ok(480));
+        assert_eq!(r.admit(480, 400, 1, 0), Err(Refusal::Wait(40)));
+        assert_eq!(r.admit(480, 400, 0, 0), Ok(480));
+        assert_eq!(r.admit(0, 400, 3, 0), Err(Refusal::Never));
+        assert_eq!(r.admit(480, 400, 1, 40), Ok(520));
         assert_eq!(r.admit(u64::MAX - 5, u64::MAX - 5, 1, 0), Err(Refusal::Never));
     }
 }

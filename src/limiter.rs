@@ -14,8 +14,11 @@
 //! winner's simply decides at an earlier time, which is never more permissive (see below).
 //!
 //! Clocks that go backwards: the step uses `max(TAT, now)`. Admission at an earlier time is never
-//! easier than at a later one, and because `TAT` is never below the latest admission time, an
-//! admission at an earlier clock leaves exactly the state that admission at the latest time would.
+//! easier than at a later one. `TAT` is never below the latest time the limiter has seen: an
+//! admission leaves `TAT` past its time, a denial (cost within the burst) only happens when `TAT` is
+//! already past the time, and the requests that take nothing raise an idle `TAT` to their time
+//! (`remember`). So an admission at an earlier clock starts from `max(TAT, now) = TAT`, exactly the
+//! state that admission at the latest time seen would start from.
 
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
@@ -109,7 +112,8 @@ impl<C: Clock> Limiter<C> {
         loop {
             match self.rate.admit(tat, now, n, 0) {
                 Ok(new_tat) if new_tat == tat => {
-                    return Ok(Admitted::new(tat.saturating_sub(now), self.rate.scale()))
+                    self.remember(tat, now);
+                    return Ok(Admitted::new(tat.saturating_sub(now), self.rate.scale()));
                 }
                 Ok(new_tat) => {
                     // Relaxed on both outcomes: atomicity alone orders competing updates; on
@@ -129,11 +133,28 @@ impl<C: Clock> Limiter<C> {
         }
     }
 
+    /// Records `now` in an idle bucket (`TAT < now`) by raising `TAT` to `now`, for the requests
+    /// that take nothing (a peek, a cost above the burst). No answer at `now` or later changes (an
+    /// idle bucket is empty either way), but a clock that later jumps back behind `now` is then
+    /// held to what it would get at `now`, as for every other request. A bucket that is not idle
+    /// already holds a `TAT` past `now`, so nothing is written: denials of costs within the burst
+    /// and peeks at a busy bucket stay read-only.
+    #[inline]
+    fn remember(&self, tat: u64, now: u64) {
+        if tat < now {
+            // Relaxed: as for the CAS; fetch_max keeps whichever of the racing values is later.
+            self.tat.fetch_max(now, Ordering::Relaxed);
+        }
+    }
+
     #[cold]
     fn denied(&self, tat: u64, now: u64, refusal: Refusal) -> Denied {
         let wait = match refusal {
             Refusal::Wait(units) => Some(units),
-            Refusal::Never => None,
+            Refusal::Never => {
+                self.remember(tat, now);
+                None
+            }
         };
         Denied::new(tat.saturating_sub(now), wait, self.rate.scale())
     }

@@ -55,7 +55,7 @@ pub enum QuotaError {
     PeriodTooLong,
     /// More than [`MAX_RATE_PER_SECOND`] units per second.
     RateTooHigh,
-    /// `burst * T` is too long to represent (longer than about 584 years).
+    /// `burst * T` is too long to represent (longer than about a century).
     BurstTooLarge,
     /// A quota string did not parse; the message names the bad part.
     Parse(String),
@@ -75,7 +75,7 @@ impl fmt::Display for QuotaError {
                 "the rate of a quota must be at most {MAX_RATE_PER_SECOND} units per second"
             ),
             Self::BurstTooLarge => f.write_str(
-                "burst * (period / count) is too long: the bucket would hold more than about 584 years",
+                "burst * (period / count) is too long: the bucket would span more than about a century",
             ),
             Self::Parse(msg) => write!(f, "invalid quota: {msg}"),
         }
