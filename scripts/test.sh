@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: unit, integration, property and doc tests, the large stress and flood
+# tests, and the loom models. Needs only a Rust toolchain. Usage: bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== unit, integration, property and doc tests (all features)"
+cargo test --workspace --all-features
+
+echo "== large stress and flood tests (release, #[ignore]d by default)"
+cargo test --workspace --all-features --release -- --ignored
+
+echo "== loom models (every interleaving of the lock-free algorithms)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p leakgate-loom-tests --release
