@@ -1,5 +1,6 @@
 //! Where time comes from: the [`Clock`] trait and the two production clocks built on `quanta`.
 
+use crate::sync::{StdAtomicU64, StdOrdering};
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -95,20 +96,22 @@ impl Clock for TscClock {
     }
 }
 
-/// How often the shared upkeep thread refreshes [`CoarseClock`]'s time.
+/// How often [`CoarseClock`]'s upkeep thread refreshes the shared coarse time.
 pub const COARSE_CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
 
-/// A cheap clock with about 1 ms resolution: a read is one relaxed load of a time that `quanta`'s
-/// upkeep thread refreshes every [`COARSE_CLOCK_RESOLUTION`].
+/// A cheap clock with about 1 ms resolution: a read is one relaxed load of a process-wide time that
+/// a background thread refreshes from the TSC every [`COARSE_CLOCK_RESOLUTION`].
 ///
-/// A read costs about 2 ns instead of the ~11 ns of [`TscClock`]. The trade-off: time advances in
-/// ~1 ms steps, so within a step a limiter sees no time pass. It stays exact in what it admits
-/// (never more than the quota at the time it sees), but admissions arrive in clumps of up to
-/// `rate * 1 ms` units at each step, and reported waits are up to 1 ms late. Use it where rates are
-/// well below 1000 per second per bucket, or where the cost of the clock dominates.
+/// This is the design of `quanta`'s `Clock::recent()`, with the time kept as plain nanoseconds so
+/// a read needs no conversion: about 1 ns instead of the ~11 ns of [`TscClock`]. The trade-off: time
+/// advances in ~1 ms steps, so within a step a limiter sees no time pass. It stays exact in what it
+/// admits (never more than the quota at the time it sees), but admissions arrive in clumps of up
+/// to `rate * 1 ms` units at each step, and reported waits may be up to 1 ms early in real time.
+/// Use it where per-bucket rates are well below 1000 per second, or where the cost of reading the
+/// clock dominates.
 ///
-/// The first `CoarseClock` in a process starts the upkeep thread; it runs until the process exits.
-/// If it cannot be started, reads fall back to the precise clock.
+/// The first `CoarseClock` in a process starts the upkeep thread (named `leakgate-coarse-clock`);
+/// it runs until the process exits. If it cannot be started, reads fall back to the precise clock.
 ///
 /// ```
 /// use leakgate::{CoarseClock, Limiter, Quota};
@@ -116,33 +119,38 @@ pub const COARSE_CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
 /// assert!(lim.check().is_ok());
 /// # Ok::<(), leakgate::QuotaError>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct CoarseClock {
-    clock: quanta::Clock,
-    origin: quanta::Instant,
-    /// True when no upkeep thread runs: then reads use the precise clock.
-    precise_fallback: bool,
+    /// The shared coarse time at this clock's creation: `now_ns` counts from here.
+    origin: u64,
+    /// `Some` when no upkeep thread runs: then reads use this precise clock instead.
+    fallback: Option<TscClock>,
 }
 
-/// Who keeps `quanta`'s recent time fresh in this process.
-enum Upkeep {
-    /// Our thread; the handle lives in a static, so it runs until the process exits.
-    Ours(#[allow(dead_code)] quanta::Handle),
-    /// Another part of the process started one first.
-    Others,
-    /// None could be started: coarse clocks read the precise clock instead.
-    Failed,
-}
+/// The process-wide coarse time: nanoseconds of [`upkeep_clock`] as of its last refresh, written
+/// only by the upkeep thread. A plain `std` atomic on purpose: it is process-wide clock state that
+/// loom models never touch (they use `ManualClock`).
+static COARSE_NS: StdAtomicU64 = StdAtomicU64::new(0);
 
-static UPKEEP: OnceLock<Upkeep> = OnceLock::new();
-
-fn upkeep_running() -> bool {
-    let state = UPKEEP.get_or_init(|| match quanta::Upkeep::new(COARSE_CLOCK_RESOLUTION).start() {
-        Ok(handle) => Upkeep::Ours(handle),
-        Err(quanta::Error::UpkeepRunning) => Upkeep::Others,
-        Err(quanta::Error::FailedToSpawnUpkeepThread(_)) => Upkeep::Failed,
-    });
-    !matches!(state, Upkeep::Failed)
+/// The precise clock the upkeep thread samples, and whether the thread is running.
+fn upkeep_clock() -> Option<&'static TscClock> {
+    static UPKEEP: OnceLock<Option<TscClock>> = OnceLock::new();
+    UPKEEP
+        .get_or_init(|| {
+            let clock = TscClock::new();
+            let sampled = clock.clone();
+            // Relaxed: readers need the value only, not any memory written before it.
+            COARSE_NS.store(sampled.now_ns(), StdOrdering::Relaxed);
+            std::thread::Builder::new()
+                .name("leakgate-coarse-clock".into())
+                .spawn(move || loop {
+                    std::thread::sleep(COARSE_CLOCK_RESOLUTION);
+                    COARSE_NS.store(sampled.now_ns(), StdOrdering::Relaxed);
+                })
+                .ok()
+                .map(|_| clock)
+        })
+        .as_ref()
 }
 
 impl CoarseClock {
@@ -154,10 +162,11 @@ impl CoarseClock {
     /// assert!(c.now_ns() < 1_000_000_000);
     /// ```
     pub fn new() -> Self {
-        let precise_fallback = !upkeep_running();
-        let clock = quanta::Clock::new();
-        let origin = if precise_fallback { clock.now() } else { clock.recent() };
-        CoarseClock { clock, origin, precise_fallback }
+        match upkeep_clock() {
+            // Relaxed: see `COARSE_NS`.
+            Some(_) => CoarseClock { origin: COARSE_NS.load(StdOrdering::Relaxed), fallback: None },
+            None => CoarseClock { origin: 0, fallback: Some(TscClock::new()) },
+        }
     }
 }
 
@@ -167,17 +176,13 @@ impl Default for CoarseClock {
     }
 }
 
-impl fmt::Debug for CoarseClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CoarseClock").field("now_ns", &self.now_ns()).finish()
-    }
-}
-
 impl Clock for CoarseClock {
     #[inline]
     fn now_ns(&self) -> u64 {
-        let now = if self.precise_fallback { self.clock.now() } else { self.clock.recent() };
-        let elapsed = now.saturating_duration_since(self.origin);
-        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+        match &self.fallback {
+            // Relaxed: see `COARSE_NS`. The value never decreases (the TSC clock is monotonic).
+            None => COARSE_NS.load(StdOrdering::Relaxed).saturating_sub(self.origin),
+            Some(precise) => precise.now_ns(),
+        }
     }
 }

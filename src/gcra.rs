@@ -89,6 +89,10 @@ impl Rate {
     /// A clock reading in nanoseconds, in units, rounded down; `u64::MAX` past the range.
     #[inline]
     pub(crate) fn units_at(&self, ns: u64) -> u64 {
+        if self.units_per_ns_frac == 0 {
+            // A whole number of units per nanosecond (4 whenever T is a whole number of ns).
+            return ns.saturating_mul(self.units_per_ns_int);
+        }
         let ns = u128::from(ns);
         let units = ns * u128::from(self.units_per_ns_int)
             + ((ns * u128::from(self.units_per_ns_frac)) >> 64);

@@ -13,3 +13,7 @@ pub(crate) use std::sync::Arc;
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
+
+/// `std`'s atomics under every cfg, for process-wide state that loom never models (the coarse
+/// clock's shared time, written by a real background thread).
+pub(crate) use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
