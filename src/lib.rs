@@ -46,3 +46,8 @@ pub use decision::{Admitted, Denied};
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
 pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
