@@ -1,1 +1,46 @@
-fn main() {}
+//! Many threads, one limiter: aggregate decisions per second for 1, 2, 4 and 8 threads, allowed
+//! (every decision writes) and denied (every decision only reads), leakgate beside governor and a
+//! mutex token bucket in one group.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use leakgate::TscClock;
+use leakgate_baselines::{hammer, Gate, Scenario};
+use std::time::Duration;
+
+const THREADS: [usize; 4] = [1, 2, 4, 8];
+
+fn contended(c: &mut Criterion) {
+    let mut group = c.benchmark_group("contended");
+    for (name, scenario) in [("allowed", Scenario::Allowed), ("denied", Scenario::Denied)] {
+        for threads in THREADS {
+            // Elements = decisions made per iteration: one per thread.
+            group.throughput(Throughput::Elements(threads as u64));
+            let lim = scenario.leakgate(TscClock::new());
+            bench(&mut group, &format!("leakgate/{name}"), threads, &lim);
+            bench(&mut group, &format!("governor/{name}"), threads, &scenario.governor());
+            bench(&mut group, &format!("mutex_bucket/{name}"), threads, &scenario.mutex_bucket());
+        }
+    }
+    group.finish();
+}
+
+fn bench(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    threads: usize,
+    gate: &impl Gate,
+) {
+    group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
+        b.iter_custom(|iters| hammer(gate, threads, iters))
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(30);
+    targets = contended
+}
+criterion_main!(benches);

@@ -25,7 +25,7 @@ use crate::decision::{Admitted, Denied};
 use crate::gcra::{Rate, Refusal};
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
-use crossbeam_utils::CachePadded;
+use crossbeam_utils::{Backoff, CachePadded};
 use std::fmt;
 
 /// A single rate-limited bucket, shared by reference or `Arc` among threads.
@@ -109,6 +109,7 @@ impl<C: Clock> Limiter<C> {
         let now = self.rate.units_at(self.clock.now_ns());
         // Relaxed: the word is the whole state and publishes nothing else (module docs).
         let mut tat = self.tat.load(Ordering::Relaxed);
+        let backoff = Backoff::new();
         loop {
             match self.rate.admit(tat, now, n, 0) {
                 Ok(new_tat) if new_tat == tat => {
@@ -125,7 +126,11 @@ impl<C: Clock> Limiter<C> {
                         Ordering::Relaxed,
                     ) {
                         Ok(_) => return Ok(Admitted::new(new_tat - now, self.rate.scale())),
-                        Err(actual) => tat = actual,
+                        Err(actual) => {
+                            tat = actual;
+                            // Lost a race: let the winner keep the cache line for a moment.
+                            backoff.spin();
+                        }
                     }
                 }
                 Err(refusal) => return Err(self.denied(tat, now, refusal)),

@@ -128,7 +128,7 @@ impl fmt::Display for Quota {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let period = self.period_ns();
         let (unit, unit_ns) =
-            UNITS.iter().copied().find(|&(_, ns)| period % ns == 0).unwrap_or(("ns", 1));
+            UNITS.iter().copied().find(|&(_, ns)| period.is_multiple_of(ns)).unwrap_or(("ns", 1));
         match period / unit_ns {
             1 => write!(f, "{}/{unit}", self.count())?,
             n => write!(f, "{}/{n}{unit}", self.count())?,
