@@ -150,7 +150,9 @@ impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.retry_after() {
             Some(wait) => write!(f, "rate limited: retry after {wait:?}"),
-            None => f.write_str("rate limited: the request exceeds the burst and can never conform"),
+            None => {
+                f.write_str("rate limited: the request exceeds the burst and can never conform")
+            }
         }
     }
 }

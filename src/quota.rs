@@ -106,7 +106,9 @@ impl Quota {
         }
         let period_ns = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLong)?;
         // count / period_ns <= MAX / 1e9, cross-multiplied in u128 so nothing rounds.
-        if u128::from(count) * 1_000_000_000 > u128::from(MAX_RATE_PER_SECOND) * u128::from(period_ns) {
+        if u128::from(count) * 1_000_000_000
+            > u128::from(MAX_RATE_PER_SECOND) * u128::from(period_ns)
+        {
             return Err(QuotaError::RateTooHigh);
         }
         let quota = Quota { count, period_ns, burst };

@@ -183,10 +183,7 @@ fn bad_quotas_are_errors() {
     assert_eq!(Quota::per_second(5).unwrap().with_burst(0), Err(QuotaError::ZeroBurst));
     assert_eq!(Quota::new(1, Duration::MAX, 1), Err(QuotaError::PeriodTooLong));
     assert_eq!(Quota::per_second(u64::MAX), Err(QuotaError::RateTooHigh));
-    assert_eq!(
-        Quota::new(1, Duration::from_secs(3600), u64::MAX),
-        Err(QuotaError::BurstTooLarge)
-    );
+    assert_eq!(Quota::new(1, Duration::from_secs(3600), u64::MAX), Err(QuotaError::BurstTooLarge));
     for e in [QuotaError::ZeroCount, QuotaError::RateTooHigh, QuotaError::BurstTooLarge] {
         assert!(!e.to_string().is_empty());
     }

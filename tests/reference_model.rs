@@ -78,9 +78,8 @@ fn quotas() -> impl Strategy<Value = Quota> {
     let count = prop_oneof![1u64..10, 1u64..1_000_000, 1_000_000_000u64..20_000_000_000];
     let period = prop_oneof![1u64..1_000, 1u64..1_000_000_000, Just(1_000_000_000u64)];
     let burst = prop_oneof![Just(1u64), 1u64..20, Just(1_000_000u64)];
-    (count, period, burst).prop_filter_map("valid quota", |(c, p, b)| {
-        Quota::new(c, Duration::from_nanos(p), b).ok()
-    })
+    (count, period, burst)
+        .prop_filter_map("valid quota", |(c, p, b)| Quota::new(c, Duration::from_nanos(p), b).ok())
 }
 
 /// A step: how the clock moves (forwards by a fraction of a few intervals, or sometimes back), and
@@ -141,7 +140,10 @@ fn run(q: Quota, steps: &[(i8, u16, u8)]) -> Result<(), TestCaseError> {
         // remaining is a floor: near a multiple of T it may round either way by the 1 ns tolerance.
         let lo = model.remaining(want.backlog + tol);
         let hi = model.remaining(want.backlog.saturating_sub(tol));
-        prop_assert!((lo..=hi).contains(&u128::from(remaining)), "remaining {remaining} vs {lo}..={hi}");
+        prop_assert!(
+            (lo..=hi).contains(&u128::from(remaining)),
+            "remaining {remaining} vs {lo}..={hi}"
+        );
         match (retry, want.retry) {
             (None, None) => {}
             (Some(r), Some(w)) => {

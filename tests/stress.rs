@@ -38,7 +38,10 @@ fn assert_within_quota(quota: Quota, threads: usize, run: Duration, served: bool
     let admitted: u64 = per_thread.iter().sum();
     let rate = quota.count() as f64 / quota.period().as_secs_f64();
     let allowed = quota.burst() as f64 + rate * elapsed.as_secs_f64();
-    assert!(admitted as f64 <= allowed.floor() + 1.0, "{admitted} admitted, quota allows {allowed}");
+    assert!(
+        admitted as f64 <= allowed.floor() + 1.0,
+        "{admitted} admitted, quota allows {allowed}"
+    );
     // Demand is far above the rate, so the rate is served: at least half of it, even on a loaded
     // 2-core machine where threads are descheduled (a loose bound, not a timing). Only with a
     // burst that spans scheduling gaps: with burst 1, time in which every thread is descheduled is
