@@ -129,6 +129,23 @@ impl Rate {
         self.scale
     }
 
+    /// The first clock reading, in nanoseconds, that converts to at least `units`: the earliest
+    /// time at which a state boundary of `units` has been reached (`u64::MAX` if never).
+    pub(crate) fn first_ns_reaching(&self, units: u64) -> u64 {
+        // The nearest-nanosecond conversion is within a nanosecond of the answer; step to it.
+        let mut ns = self.scale.units_to_ns(units);
+        for _ in 0..4 {
+            if ns > 0 && self.units_at(ns - 1) >= units {
+                ns -= 1;
+            } else if ns < u64::MAX && self.units_at(ns) < units {
+                ns += 1;
+            } else {
+                break;
+            }
+        }
+        ns
+    }
+
     /// Nanoseconds to units, rounded up (a wait a caller allows, as a bound on the state).
     pub(crate) fn ns_to_units_ceil(&self, ns: u64) -> u64 {
         let floor = self.units_at(ns);
@@ -198,6 +215,9 @@ mod tests {
         assert_eq!(r.scale().units_to_ns(3 * 1_333_333_334), 1_000_000_000);
         // One interval reports as T rounded to the nearest nanosecond.
         assert_eq!(r.scale().units_to_ns(1_333_333_334), 333_333_333);
+        // ...but the first reading at which one interval has passed is the next nanosecond.
+        assert_eq!(r.first_ns_reaching(1_333_333_334), 333_333_334);
+        assert_eq!(r.first_ns_reaching(3 * 1_333_333_334), 1_000_000_000);
     }
 
     #[test]

@@ -37,6 +37,7 @@ mod decision;
 mod gcra;
 mod limiter;
 mod manual_clock;
+mod queue;
 mod quota;
 mod quota_parse;
 mod sync;
@@ -45,6 +46,7 @@ pub use clock::{Clock, CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
 pub use decision::{Admitted, Denied};
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
+pub use queue::{Reservation, WaitPolicy};
 pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
 
 /// The README's examples, compiled and run as doctests.

@@ -69,7 +69,7 @@ impl Model {
 
     /// Is `T` a whole number of nanoseconds (so every answer must be exact)?
     fn exact(&self) -> bool {
-        self.t % self.count == 0
+        self.t.is_multiple_of(self.count)
     }
 }
 
