@@ -35,6 +35,7 @@
 mod clock;
 mod decision;
 mod gcra;
+mod keyed;
 mod limiter;
 mod manual_clock;
 mod queue;
@@ -44,6 +45,7 @@ mod sync;
 
 pub use clock::{Clock, CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
 pub use decision::{Admitted, Denied};
+pub use keyed::{KeyState, KeyedLimiter, DEFAULT_CAPACITY};
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
 pub use queue::{Reservation, WaitPolicy};

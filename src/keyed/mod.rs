@@ -1,0 +1,306 @@
+//! [`KeyedLimiter`]: one bucket per key (client, IP address, API key, flow), in a bounded,
+//! lock-free table that forgets idle keys by itself.
+
+mod hasher;
+mod snapshot;
+mod table;
+
+pub use snapshot::KeyState;
+
+use crate::clock::{Clock, TscClock};
+use crate::decision::{Admitted, Denied};
+use crate::gcra::{Rate, Refusal};
+use crate::quota::Quota;
+use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::{Backoff, CachePadded};
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::Hash;
+use table::{Entry, Table, SEALED};
+
+/// The default number of keys a [`KeyedLimiter`] can track at once: 2^18 = 262,144.
+pub const DEFAULT_CAPACITY: usize = 1 << 18;
+
+/// Rate limits per key: every key has its own bucket with the same quota, and answers exactly as a
+/// [`Limiter`](crate::Limiter) would.
+///
+/// * **Lock-free for tracked keys.** A check finds the key's bucket and CASes its state word; only
+///   the first request of a key the table does not hold takes its shard's lock, to insert it.
+/// * **Idle keys reclaim themselves.** An empty bucket is indistinguishable from a new one, so its
+///   slot is reused for another key with no change to any decision: no `retain_recent`, no
+///   background thread.
+/// * **Bounded memory.** The table never grows past its capacity, whatever the key stream.
+/// * **Overflow policy: new keys are denied.** When every slot a new key may use (a window of 16
+///   from its hash) holds a bucket that is not empty, the new key is denied with `remaining() = 0`
+///   and `retry_after() = Some(T)`, and [`overflow_denials`](KeyedLimiter::overflow_denials)
+///   counts it. An active bucket is never dropped to make room: that would admit beyond its
+///   quota.
+/// * **Hostile keys.** Keys are hashed with a per-table random seed, so a flood cannot be aimed
+///   at one shard or window without knowing it.
+///
+/// ```
+/// use leakgate::{KeyedLimiter, ManualClock, Quota};
+/// let keyed = KeyedLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
+/// assert!(keyed.check(&"alice".to_string()).is_ok());
+/// assert!(keyed.check("alice").is_ok()); // &str lookups for String keys, no allocation
+/// assert!(keyed.check("alice").is_err());
+/// assert!(keyed.check("bob").is_ok()); // bob has his own bucket
+/// # Ok::<(), leakgate::QuotaError>(())
+/// ```
+pub struct KeyedLimiter<K, C: Clock = TscClock> {
+    table: Table<K>,
+    rate: Rate,
+    quota: Quota,
+    clock: C,
+    /// New keys denied because their window was full of active buckets. Counted only on that
+    /// cold path; alone on its line so counting never slows checks of tracked keys.
+    overflow: CachePadded<AtomicU64>,
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TscClock> {
+    /// A keyed limiter on the default clock with [`DEFAULT_CAPACITY`].
+    ///
+    /// ```
+    /// let keyed = leakgate::KeyedLimiter::new(leakgate::Quota::per_second(10)?);
+    /// assert!(keyed.check(&42u64).is_ok());
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn new(quota: Quota) -> Self {
+        Self::with_clock(quota, TscClock::new())
+    }
+
+    /// A keyed limiter on the default clock that tracks at most about `capacity` keys at once
+    /// (rounded up to a power of two, at least 64). The table's slots are allocated up front:
+    /// 8 bytes each, plus an entry for each tracked key.
+    ///
+    /// ```
+    /// let keyed = leakgate::KeyedLimiter::<u64>::with_capacity(leakgate::Quota::per_second(10)?, 100_000);
+    /// assert_eq!(keyed.capacity(), 131_072);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn with_capacity(quota: Quota, capacity: usize) -> Self {
+        Self::with_capacity_and_clock(quota, capacity, TscClock::new())
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
+    /// A keyed limiter reading time from `clock`, with [`DEFAULT_CAPACITY`].
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// assert!(keyed.check(&1u32).is_ok());
+    /// assert!(keyed.check(&1u32).is_err());
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        Self::with_capacity_and_clock(quota, DEFAULT_CAPACITY, clock)
+    }
+
+    /// A keyed limiter that tracks at most about `capacity` keys at once (rounded up to a power
+    /// of two, at least 64).
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_capacity_and_clock(Quota::per_second(1)?, 1000, ManualClock::new());
+    /// assert_eq!(keyed.capacity(), 1024);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn with_capacity_and_clock(quota: Quota, capacity: usize, clock: C) -> Self {
+        let capacity = capacity.clamp(64, 1 << 40).next_power_of_two();
+        // Enough shards that threads on different keys rarely meet, never fewer than 16 slots each.
+        let shards = (capacity / 16).min(64);
+        Self::with_layout(quota, shards, capacity / shards, clock)
+    }
+
+    /// A table of exactly `shards * slots_per_shard` slots (both powers of two): for tests and
+    /// models that need a tiny table.
+    #[doc(hidden)]
+    pub fn with_layout(quota: Quota, shards: usize, slots_per_shard: usize, clock: C) -> Self {
+        let rate = Rate::new(&quota).expect("a validated Quota always compiles to a Rate");
+        KeyedLimiter {
+            table: Table::new(shards, slots_per_shard),
+            rate,
+            quota,
+            clock,
+            overflow: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Checks one unit for `key`: `check_n(key, 1)`.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// assert!(keyed.check(&"10.0.0.1".parse::<std::net::IpAddr>().unwrap()).is_ok());
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn check<Q>(&self, key: &Q) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        self.check_n(key, 1)
+    }
+
+    /// Checks a request of cost `n` for `key`, with exactly the meaning of
+    /// [`Limiter::check_n`](crate::Limiter::check_n). A peek (`n = 0`) and a cost above the burst
+    /// never insert a key.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// assert_eq!(keyed.check_n(&7u64, 4).unwrap().remaining(), 6);
+    /// assert_eq!(keyed.check_n(&8u64, 0).unwrap().remaining(), 10);
+    /// assert_eq!(keyed.check_n(&7u64, 11).unwrap_err().retry_after(), None);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn check_n<Q>(&self, key: &Q, n: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let now = self.rate.units_at(self.clock.now_ns());
+        let hash = self.table.hash(key);
+        let mut insert = false;
+        loop {
+            let slot = if insert {
+                self.table.find_or_insert(key, hash, now)
+            } else {
+                self.table.find(key, hash)
+            };
+            match slot.as_deref().and_then(Option::as_deref) {
+                Some(entry) => match self.check_entry(entry, now, n) {
+                    Some(decision) => return decision,
+                    // The entry was sealed for reclamation: look again under the lock.
+                    None => insert = true,
+                },
+                // Not tracked: a bucket that takes nothing needs no slot.
+                None if n == 0 || n > self.quota.burst() || insert => {
+                    return self.untracked(n, insert);
+                }
+                None => insert = true,
+            }
+        }
+    }
+
+    /// `check_n` against one entry; `None` if it is sealed.
+    #[inline]
+    fn check_entry(&self, entry: &Entry<K>, now: u64, n: u64) -> Option<Result<Admitted, Denied>> {
+        let scale = self.rate.scale();
+        // Relaxed throughout: as `Limiter::check_n`, the word is the entry's whole state.
+        let mut tat = entry.tat.load(Ordering::Relaxed);
+        let backoff = Backoff::new();
+        loop {
+            if tat == SEALED {
+                return None;
+            }
+            match self.rate.admit(tat, now, n, 0) {
+                Ok(new_tat) if new_tat == tat => {
+                    return Some(Ok(Admitted::new(tat.saturating_sub(now), scale)))
+                }
+                Ok(new_tat) if new_tat != SEALED => {
+                    match entry.tat.compare_exchange_weak(
+                        tat,
+                        new_tat,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => {
+                            entry.last_used.store(now, Ordering::Relaxed);
+                            return Some(Ok(Admitted::new(new_tat - now, scale)));
+                        }
+                        Err(actual) => {
+                            tat = actual;
+                            backoff.spin();
+                        }
+                    }
+                }
+                Ok(_) => return Some(Err(Denied::new(tat.saturating_sub(now), None, scale))),
+                Err(refusal) => {
+                    let wait = match refusal {
+                        Refusal::Wait(units) => Some(units),
+                        Refusal::Never => None,
+                    };
+                    return Some(Err(Denied::new(tat.saturating_sub(now), wait, scale)));
+                }
+            }
+        }
+    }
+
+    /// The answer for a key the table does not hold: a peek sees an empty bucket, a cost above
+    /// the burst never conforms, and a key with no room (`overflowed`) is denied and counted.
+    #[cold]
+    fn untracked(&self, n: u64, overflowed: bool) -> Result<Admitted, Denied> {
+        let scale = self.rate.scale();
+        if n == 0 {
+            Ok(Admitted::new(0, scale))
+        } else if n > self.quota.burst() {
+            Err(Denied::new(0, None, scale))
+        } else {
+            debug_assert!(overflowed);
+            // Relaxed: a statistics counter.
+            self.overflow.fetch_add(1, Ordering::Relaxed);
+            Err(Denied::new(scale.tau(), Some(scale.interval()), scale))
+        }
+    }
+
+    /// How many new keys were denied because the table had no room for them.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// assert_eq!(keyed.overflow_denials(), 0);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn overflow_denials(&self) -> u64 {
+        // Relaxed: a statistics counter.
+        self.overflow.load(Ordering::Relaxed)
+    }
+
+    /// The most keys tracked at once.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, Quota};
+    /// let keyed = KeyedLimiter::<u64>::new(Quota::per_second(1)?);
+    /// assert_eq!(keyed.capacity(), leakgate::DEFAULT_CAPACITY);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.table.capacity()
+    }
+
+    /// The quota every key's bucket enforces.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, Quota};
+    /// let q = Quota::per_minute(60)?;
+    /// assert_eq!(KeyedLimiter::<u64>::new(q).quota(), q);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The clock this limiter reads.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::<u64, _>::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// keyed.clock().advance(std::time::Duration::from_secs(1));
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("quota", &self.quota)
+            .field("capacity", &self.table.capacity())
+            .finish_non_exhaustive()
+    }
+}

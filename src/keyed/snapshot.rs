@@ -1,0 +1,72 @@
+//! Who is close to their limit: a snapshot of the tracked keys, taken without blocking anyone.
+
+use super::KeyedLimiter;
+use crate::clock::Clock;
+use crate::sync::Ordering;
+use std::hash::Hash;
+use std::time::Duration;
+
+/// One tracked key's bucket, as seen by [`KeyedLimiter::snapshot`].
+///
+/// ```
+/// use leakgate::{KeyedLimiter, ManualClock, Quota};
+/// let keyed = KeyedLimiter::with_clock(Quota::per_second(4)?, ManualClock::new());
+/// keyed.check_n(&"alice", 3).unwrap();
+/// let alice = keyed.snapshot().into_iter().find(|s| s.key == "alice").unwrap();
+/// assert_eq!(alice.remaining, 1);
+/// assert_eq!(alice.fill, 0.75);
+/// # Ok::<(), leakgate::QuotaError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyState<K> {
+    /// The key.
+    pub key: K,
+    /// Units that would conform right now.
+    pub remaining: u64,
+    /// How full the bucket is: 0.0 empty, 1.0 full (a full burst is in use).
+    pub fill: f64,
+    /// Time until the bucket is empty again.
+    pub reset_after: Duration,
+    /// Time since the key's last admitted request.
+    pub since_last_use: Duration,
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
+    /// The keys tracked now, with their levels. Takes no lock: checks and inserts go on while it
+    /// runs, so it is a consistent view of each bucket, not of the whole table at one instant.
+    /// Allocates (it is not for the hot path).
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// for ip in [1u32, 2, 2, 3] {
+    ///     keyed.check(&ip).unwrap();
+    /// }
+    /// let mut busiest = keyed.snapshot();
+    /// busiest.sort_by(|a, b| b.fill.total_cmp(&a.fill));
+    /// assert_eq!(busiest[0].key, 2);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn snapshot(&self) -> Vec<KeyState<K>> {
+        let now = self.rate.units_at(self.clock.now_ns());
+        let scale = self.rate.scale();
+        let mut states = Vec::new();
+        self.table.for_each(|entry| {
+            // Relaxed: a reading of each word on its own is all a snapshot promises.
+            let tat = entry.tat.load(Ordering::Relaxed);
+            if tat == super::table::SEALED {
+                return;
+            }
+            let backlog = tat.saturating_sub(now);
+            let last = entry.last_used.load(Ordering::Relaxed);
+            states.push(KeyState {
+                key: entry.key.clone(),
+                remaining: scale.remaining(backlog),
+                fill: (backlog as f64 / scale.tau() as f64).min(1.0),
+                reset_after: Duration::from_nanos(scale.units_to_ns(backlog)),
+                since_last_use: Duration::from_nanos(scale.units_to_ns(now.saturating_sub(last))),
+            });
+        });
+        states
+    }
+}
