@@ -102,7 +102,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// use leakgate::{KeyedLimiter, ManualClock, Quota};
-    /// let keyed = KeyedLimiter::with_capacity_and_clock(Quota::per_second(1)?, 1000, ManualClock::new());
+    /// let keyed = KeyedLimiter::<u64, _>::with_capacity_and_clock(Quota::per_second(1)?, 1000, ManualClock::new());
     /// assert_eq!(keyed.capacity(), 1024);
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
@@ -250,7 +250,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
-    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// let keyed = KeyedLimiter::<u64, _>::with_clock(Quota::per_second(1)?, ManualClock::new());
     /// assert_eq!(keyed.overflow_denials(), 0);
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
