@@ -18,6 +18,7 @@ struct Plan {
 }
 
 const THREADS: [usize; 3] = [1, 2, 4];
+const KEYS: u64 = 1_000;
 const CONTENDERS: [&str; 4] = ["leakgate (tsc)", "leakgate (coarse)", "governor", "mutex bucket"];
 
 pub(crate) fn run(args: &[String]) -> ExitCode {
@@ -41,7 +42,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         plan.rounds, plan.slice
     );
     let progress = std::io::stderr().is_terminal();
-    let total = 2 * THREADS.len() * plan.rounds * CONTENDERS.len();
+    let total = 2 * THREADS.len() * plan.rounds * CONTENDERS.len() + 2 * plan.rounds * 2;
     let mut done = 0;
     let mut rows = Vec::new();
     for (name, scenario) in [("allowed", Scenario::Allowed), ("denied", Scenario::Denied)] {
@@ -68,10 +69,27 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
             rows.push((name, threads, medians));
         }
     }
+    let keyed = KeyedGates::new();
+    let keyed_gates: [&dyn Gate; 2] = [&keyed.leakgate, &keyed.governor];
+    let mut keyed_rows = Vec::new();
+    for threads in [1, 2] {
+        let mut samples = vec![Vec::new(); 2];
+        for _ in 0..plan.rounds {
+            for (i, gate) in keyed_gates.iter().enumerate() {
+                if progress {
+                    done += 1;
+                    eprint!("\r\x1b[K[{done}/{total}] keyed, {threads} thread(s)");
+                }
+                samples[i].push(ns_per_decision(*gate, threads, plan.slice));
+            }
+        }
+        keyed_rows.push((threads, samples.iter_mut().map(|s| median(s)).collect::<Vec<_>>()));
+    }
     if progress {
         eprint!("\r\x1b[K");
     }
     print_table(&rows);
+    print_keyed_table(&keyed_rows);
     ExitCode::SUCCESS
 }
 
@@ -130,4 +148,74 @@ fn print_table(rows: &[(&str, usize, Vec<f64>)]) {
         }
     }
     let _ = writeln!(out, "\n'vs governor' is throughput relative to governor: above 1 is faster.");
+}
+
+/// Per-key limiters over [`KEYS`] keys that are all tracked and always allowed; each call checks
+/// the next key of a per-thread scattered sequence.
+struct KeyedGates {
+    leakgate: KeyedGate<leakgate::KeyedLimiter<u64>>,
+    governor: KeyedGate<governor::DefaultKeyedRateLimiter<u64>>,
+}
+
+struct KeyedGate<L>(L);
+
+std::thread_local!(static NEXT_KEY: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
+
+/// The calling thread's next key, scattered over `0..KEYS`.
+fn next_key() -> u64 {
+    NEXT_KEY.with(|n| {
+        let i = n.get().wrapping_add(1);
+        n.set(i);
+        (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16) % KEYS
+    })
+}
+
+impl KeyedGates {
+    fn new() -> Self {
+        let allowed =
+            leakgate::Quota::new(100_000_000_000, Duration::from_secs(1), 1_000_000_000_000)
+                .expect("valid quota");
+        let max = std::num::NonZeroU32::new(u32::MAX).expect("not zero");
+        let gates = KeyedGates {
+            leakgate: KeyedGate(leakgate::KeyedLimiter::with_capacity(allowed, 4 * KEYS as usize)),
+            governor: KeyedGate(governor::RateLimiter::keyed(
+                governor::Quota::per_second(max).allow_burst(max),
+            )),
+        };
+        for key in 0..KEYS {
+            assert!(
+                gates.leakgate.0.check(&key).is_ok() && gates.governor.0.check_key(&key).is_ok()
+            );
+        }
+        gates
+    }
+}
+
+impl Gate for KeyedGate<leakgate::KeyedLimiter<u64>> {
+    fn allow(&self) -> bool {
+        self.0.check(&next_key()).is_ok()
+    }
+}
+
+impl Gate for KeyedGate<governor::DefaultKeyedRateLimiter<u64>> {
+    fn allow(&self) -> bool {
+        self.0.check_key(&next_key()).is_ok()
+    }
+}
+
+fn print_keyed_table(rows: &[(usize, Vec<f64>)]) {
+    println!("\nkeyed: {KEYS} tracked u64 keys, always allowed, scattered order");
+    println!(
+        "{:>7}  {:<18} {:>12} {:>9} {:>12}",
+        "threads", "implementation", "ns/decision", "Mops/s", "vs governor"
+    );
+    for (threads, medians) in rows {
+        for (who, ns) in ["leakgate keyed", "governor keyed"].iter().zip(medians) {
+            println!(
+                "{threads:>7}  {who:<18} {ns:>12.2} {:>9.1} {:>11.2}x",
+                1e3 / ns,
+                medians[1] / ns
+            );
+        }
+    }
 }
