@@ -10,6 +10,10 @@
 //! * **Safe at the edges.** A clock that goes backwards never admits more; times past the clock's
 //!   range saturate rather than wrap; bad quotas are errors, not panics.
 //! * **Testable.** Every limiter takes a [`Clock`]; [`ManualClock`] moves only when told to.
+//! * **A meter and a queue.** [`Limiter::check_n`] answers now; [`Limiter::reserve_n`] gives a time
+//!   to go ([`Reservation`]), and [`Limiter::wait_n`] waits for it.
+//! * **Per key.** [`KeyedLimiter`] keeps one bucket per key in a bounded, lock-free table that
+//!   reclaims idle buckets by itself.
 //!
 //! ```
 //! use leakgate::{Limiter, ManualClock, Quota};
