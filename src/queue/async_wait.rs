@@ -6,23 +6,39 @@ use crate::limiter::Limiter;
 use crate::queue::Reservation;
 use std::time::Duration;
 
-/// Cancels the reservation it holds unless it was disarmed: what makes the future cancel-safe.
+/// Holds a reservation while its wait is pending, and cancels it if dropped before
+/// [`keep`](CancelOnDrop::keep): what makes the wait cancel-safe.
 struct CancelOnDrop<'a, C: Clock>(Option<Reservation<'a, C>>);
+
+impl<C: Clock> CancelOnDrop<'_, C> {
+    /// Time left until the held reservation may go.
+    fn delay(&self) -> Duration {
+        self.0.as_ref().map_or(Duration::ZERO, Reservation::delay)
+    }
+
+    /// The reservation's time has come and the caller goes: keep its units.
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
 
 impl<C: Clock> Drop for CancelOnDrop<'_, C> {
     fn drop(&mut self) {
         if let Some(reservation) = self.0.take() {
+            // Gives back only what no later reservation stands on; nothing once its time came.
             reservation.cancel();
         }
     }
 }
 
 impl<C: Clock> Limiter<C> {
-    /// Waits asynchronously (on tokio's timer) until `n` units may go, and takes them. Denied
-    /// only when `n` is above the burst. Cancel-safe: if the future is dropped before its time,
-    /// the units are given back (as by [`Reservation::cancel`]).
+    /// Waits asynchronously, on tokio's timer, until `n` units may go, and takes them. Denied at
+    /// once only when `n` is above the burst. Waiters are released in the order they called.
     ///
-    /// Needs the `tokio` feature. Precision is tokio's timer (about 1 ms).
+    /// Cancel-safe: if the future is dropped before its time (a `select!` branch lost, a
+    /// `timeout` fired, a task aborted), its units are given back as by [`Reservation::cancel`].
+    /// Needs the `tokio` feature and a tokio runtime with time enabled. Precision is tokio's timer
+    /// (about 1 ms); the wait ends only once the limiter's own clock has reached the time.
     ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
@@ -37,8 +53,8 @@ impl<C: Clock> Limiter<C> {
         self.until_ready_n_timeout(n, Duration::MAX).await
     }
 
-    /// As [`until_ready_n`](Limiter::until_ready_n), but denied at once, taking nothing, when
-    /// the units cannot be had within `max_wait`.
+    /// As [`until_ready_n`](Limiter::until_ready_n), but denied at once, taking nothing, when the
+    /// units cannot be had within `max_wait`.
     ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
@@ -50,14 +66,30 @@ impl<C: Clock> Limiter<C> {
     /// # }).unwrap();
     /// ```
     pub async fn until_ready_n_timeout(&self, n: u64, max_wait: Duration) -> Result<(), Denied> {
-        let reservation = self.reserve_n(n, max_wait)?;
-        let delay = reservation.delay();
-        let mut guard = CancelOnDrop(Some(reservation));
-        if !delay.is_zero() {
+        let pending = CancelOnDrop(Some(self.reserve_n(n, max_wait)?));
+        // tokio's clock and the limiter's may disagree by a little: sleep until the limiter's
+        // clock, not tokio's, says the time has come (never early).
+        loop {
+            let delay = pending.delay();
+            if delay.is_zero() {
+                break;
+            }
             tokio::time::sleep(delay).await;
         }
-        // Its time has come: keep it.
-        guard.0 = None;
+        pending.keep();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Limiter, ManualClock, Quota};
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn the_wait_is_send() {
+        let lim = Limiter::with_clock(Quota::per_second(1).unwrap(), ManualClock::new());
+        assert_send(&lim.until_ready_n(1));
     }
 }

@@ -1,4 +1,24 @@
 //! [`Reservation`]: a place in the queue, taken with one CAS and given back on cancel.
+//!
+//! # Implementation details
+//!
+//! Reserving is a check whose GCRA step may wait: [`Rate::admit`](crate::gcra::Rate::admit) with a
+//! non-zero `max_wait` admits a request whose conformance time `TAT' - tau` lies up to `max_wait`
+//! ahead, and the same Relaxed CAS loop as `Limiter::check_n` publishes `TAT'`. Each reservation
+//! starts where the last one ended, so without cancellations their times are in CAS order: FIFO.
+//!
+//! Cancelling lowers `TAT` by the reservation's cost `c`, less the units `g = TAT - TAT_r` granted
+//! on top of it since (`TAT_r` is the state it left; later reservations keep their places, and
+//! their times were computed with `c` in front of them). Why handing back `c - g` is safe: let `X`
+//! be `TAT_r`. Without the cancelled reservation the later ones would end at `X - c + g`; they are
+//! kept at their later places, where replaying every kept release through a fresh GCRA ends no
+//! later than `max(X - c + g, X + g - tau + b)` for the largest later cost `b <= g`. The new state
+//! `X + g - (c - g) = X - c + 2g` is at least both, because `c <= tau`: so whatever is admitted
+//! afterwards conforms together with everything kept. A cancel that finds `TAT` already lowered by
+//! other cancels sees a smaller `g` and gives back no more than what those left in place. Nothing is
+//! given back once the reservation's time has come, and `TAT` never drops below the canceller's
+//! clock. The property test in `tests/queue.rs` replays random reserve/cancel/advance histories
+//! against this argument, and `loom-tests/tests/queue.rs` races cancels with reservations.
 
 use crate::clock::{Clock, TscClock};
 use crate::decision::Denied;
@@ -9,8 +29,21 @@ use crossbeam_utils::Backoff;
 use std::fmt;
 use std::time::Duration;
 
-/// A request given a time to go. Kept unless [`cancel`](Reservation::cancel)led: dropping it does
-/// not give its units back.
+/// A request given a time to go: a place in the bucket's queue.
+///
+/// Made by [`Limiter::reserve_n`]. It is *kept* unless [`cancel`](Reservation::cancel)led:
+/// dropping it does not give its units back, since the caller may already have gone. Wait for it
+/// with [`wait`](Reservation::wait) (blocking), or read [`delay`](Reservation::delay) and wait
+/// any other way; [`Limiter::until_ready_n`] (feature `tokio`) is the async form, which cancels
+/// itself when dropped before its time.
+///
+/// # Pacing
+///
+/// With a burst of 1 every reservation's time is exactly one emission interval `T` after the
+/// previous one's: the outputs are evenly spaced, and a caller that comes late does not catch up
+/// (the next one goes `T` after it). A burst of `1 + s` is a *slack* of `s` units, like uber-go's
+/// `maxSlack`: a caller that fell behind may go up to `s` units early to catch up, never more,
+/// because the bucket holds at most `tau = (1 + s) * T` of credit.
 ///
 /// ```
 /// use leakgate::{Limiter, ManualClock, Quota};
@@ -23,16 +56,23 @@ use std::time::Duration;
 /// assert_eq!(second.delay(), Duration::from_millis(100));
 /// // A queue bounded at 150 ms: the third would wait 200 ms.
 /// assert!(lim.reserve(Duration::from_millis(150)).is_err());
+///
+/// // Ten per second with a slack of 2: after a pause, three go at once, then 100 ms apart.
+/// let clock = ManualClock::new();
+/// let paced = Limiter::with_clock(Quota::per_second(10)?.with_burst(3)?, clock.clone());
+/// clock.advance(Duration::from_secs(60));
+/// let delays: Vec<_> = (0..4).map(|_| paced.reserve(Duration::MAX).unwrap().delay()).collect();
+/// assert_eq!(delays, [0, 0, 0, 100].map(Duration::from_millis));
 /// # Ok::<(), leakgate::QuotaError>(())
 /// ```
 #[must_use = "a reservation is kept even if unused: wait for it or cancel it"]
 pub struct Reservation<'a, C: Clock = TscClock> {
     limiter: &'a Limiter<C>,
-    /// `n * S`: the units of time this reservation holds.
+    /// `n * S`: the units of state this reservation holds (0 for a reservation of cost 0).
     cost: u64,
-    /// The bucket's `TAT` just after this reservation was made.
+    /// `TAT_r`: the bucket's state just after this reservation was made, in units.
     tat_after: u64,
-    /// When it may go, in units since the clock's origin: `TAT' - tau`.
+    /// When it may go, in units since the clock's origin: `max(TAT_r - tau, now)`.
     ready_at: u64,
 }
 
@@ -50,13 +90,13 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// Reserves `n` units, to go at the earliest time they conform, if that is at most `max_wait`
-    /// from now; otherwise denies (and changes nothing). `max_wait = 0` is a [`check_n`]
-    /// (`Limiter::check_n`) that hands back a reservation. Lock-free: one CAS, retried on races.
+    /// from now; otherwise denies and changes nothing. At most `max_wait / T` units are ever
+    /// queued. `max_wait = 0` is a [`check_n`](Limiter::check_n) that hands back a reservation;
+    /// `Duration::MAX` never denies a cost within the burst. Lock-free: one CAS, retried on races.
     ///
-    /// The denial's `retry_after()` is how much later the same reservation would fit within
-    /// `max_wait`; it is `None` when `n` is above the burst.
-    ///
-    /// [`check_n`]: Limiter::check_n
+    /// On denial, `retry_after()` is how much later the same reservation would fit within
+    /// `max_wait`, and `None` when `n` is above the burst (it can never go). `n = 0` is always
+    /// ready and takes nothing.
     ///
     /// ```
     /// # use leakgate::{Limiter, ManualClock, Quota};
@@ -65,42 +105,27 @@ impl<C: Clock> Limiter<C> {
     /// lim.check_n(2).unwrap();
     /// let r = lim.reserve_n(2, Duration::from_secs(5)).unwrap();
     /// assert_eq!(r.delay(), Duration::from_secs(1));
+    /// let denied = lim.reserve_n(2, Duration::from_millis(1500)).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn reserve_n(&self, n: u64, max_wait: Duration) -> Result<Reservation<'_, C>, Denied> {
-        let max_wait = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
-        let max_wait = self.rate.ns_to_units_ceil(max_wait);
+        if n == 0 || n > self.quota().burst() {
+            // Nothing to queue: a peek, or a cost that can never go. `check_n` answers both and
+            // records the time in an idle bucket, which keeps the backwards-clock guarantee.
+            self.check_n(n)?;
+            let now = self.rate.units_at(self.clock.now_ns());
+            return Ok(Reservation { limiter: self, cost: 0, tat_after: 0, ready_at: now });
+        }
+        let max_wait = self.rate.ns_to_units_ceil(duration_ns(max_wait));
         let now = self.rate.units_at(self.clock.now_ns());
         let scale = self.rate.scale();
-        let cost = n.saturating_mul(scale.interval());
-        // Relaxed throughout, as in `check_n`: the word is the whole state.
+        // Relaxed, as in `check_n`: the word is the whole state and publishes nothing else.
         let mut tat = self.tat.load(Ordering::Relaxed);
         let backoff = Backoff::new();
         loop {
-            match self.rate.admit(tat, now, n, max_wait) {
-                Ok(new_tat) => {
-                    let won = new_tat == tat
-                        || self
-                            .tat
-                            .compare_exchange_weak(
-                                tat,
-                                new_tat,
-                                Ordering::Relaxed,
-                                Ordering::Relaxed,
-                            )
-                            .map_err(|actual| tat = actual)
-                            .is_ok();
-                    if won {
-                        let ready_at = new_tat.saturating_sub(scale.tau()).max(now);
-                        return Ok(Reservation {
-                            limiter: self,
-                            cost,
-                            tat_after: new_tat,
-                            ready_at,
-                        });
-                    }
-                    backoff.spin();
-                }
+            let new_tat = match self.rate.admit(tat, now, n, max_wait) {
+                Ok(new_tat) => new_tat,
                 Err(refusal) => {
                     let wait = match refusal {
                         Refusal::Wait(units) => Some(units),
@@ -108,13 +133,45 @@ impl<C: Clock> Limiter<C> {
                     };
                     return Err(Denied::new(tat.saturating_sub(now), wait, scale));
                 }
+            };
+            // Relaxed on both outcomes: atomicity alone orders competing updates; on failure the
+            // step is rerun against the value that won, so places are handed out in CAS order.
+            match self.tat.compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    // 1 <= n <= burst: the cost is at most tau, and the step added it to `tat`.
+                    let cost = n * scale.interval();
+                    let ready_at = new_tat.saturating_sub(scale.tau()).max(now);
+                    return Ok(Reservation { limiter: self, cost, tat_after: new_tat, ready_at });
+                }
+                Err(actual) => {
+                    tat = actual;
+                    backoff.spin();
+                }
             }
         }
     }
 }
 
+/// A duration in whole nanoseconds, saturating at `u64::MAX` (about 584 years).
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The state after cancelling a reservation that holds `cost` units and left the bucket at
+/// `tat_after`, from state `tat` at time `now` (all in units); `None` when nothing can be given
+/// back. The rule and why it is safe: see the module docs.
+#[inline]
+pub(crate) fn refunded(tat: u64, tat_after: u64, cost: u64, now: u64) -> Option<u64> {
+    let granted_after = tat.saturating_sub(tat_after);
+    let refund = cost.saturating_sub(granted_after);
+    let new_tat = tat.saturating_sub(refund).max(now);
+    (new_tat < tat).then_some(new_tat)
+}
+
 impl<'a, C: Clock> Reservation<'a, C> {
-    /// The time it may go, as a reading of the limiter's clock.
+    /// The time it may go, as a reading of the limiter's clock (the first nanosecond at which the
+    /// request conforms: never early).
     ///
     /// ```
     /// # use leakgate::{Limiter, ManualClock, Quota};
@@ -130,12 +187,12 @@ impl<'a, C: Clock> Reservation<'a, C> {
         Duration::from_nanos(self.ready_at_ns())
     }
 
-    /// The first clock reading at which the reservation conforms (rounded up, never early).
+    /// [`ready_at`](Reservation::ready_at) in nanoseconds of the limiter's clock.
     pub(crate) fn ready_at_ns(&self) -> u64 {
         self.limiter.rate.first_ns_reaching(self.ready_at)
     }
 
-    /// How long from now until it may go (zero when it already may).
+    /// How long from now until it may go (zero once it may).
     ///
     /// ```
     /// # use leakgate::{Limiter, ManualClock, Quota};
@@ -174,10 +231,10 @@ impl<'a, C: Clock> Reservation<'a, C> {
         self.limiter
     }
 
-    /// Gives the reservation up before its time, returning its units to the bucket, less any
-    /// that later reservations were already granted on top of it (they keep their places, so
-    /// handing back more would let the bucket admit beyond its quota). Nothing is returned once
-    /// the reservation's time has come. Returns whether anything was given back.
+    /// Gives the reservation up before its time, promising not to go: its units go back to the
+    /// bucket, less any that later reservations were granted on top of it (those keep their
+    /// places, so handing back more could let the bucket admit beyond its quota). Nothing is given
+    /// back once its time has come. Returns whether anything was given back. Lock-free.
     ///
     /// ```
     /// # use leakgate::{Limiter, ManualClock, Quota};
@@ -191,21 +248,18 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// ```
     pub fn cancel(self) -> bool {
         let now = self.limiter.rate.units_at(self.limiter.clock.now_ns());
-        if now >= self.ready_at {
+        if self.cost == 0 || now >= self.ready_at {
             return false;
         }
         let state = &self.limiter.tat;
-        // Relaxed, as in `check_n`: the word is the whole state.
+        // Relaxed, as in `check_n`: the word is the whole state and publishes nothing else.
         let mut tat = state.load(Ordering::Relaxed);
         loop {
-            // Units granted to later reservations since this one.
-            let granted_after = tat.saturating_sub(self.tat_after);
-            let refund = self.cost.saturating_sub(granted_after);
-            // Never below `now`: the bucket keeps the latest time it has seen (see `Limiter`).
-            let new_tat = tat.saturating_sub(refund).max(now);
-            if refund == 0 || new_tat >= tat {
+            let Some(new_tat) = refunded(tat, self.tat_after, self.cost, now) else {
                 return false;
-            }
+            };
+            // Relaxed: as above; on failure the refund is recomputed against the value that won,
+            // so units granted in between are never handed back.
             match state.compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(actual) => tat = actual,
@@ -217,5 +271,34 @@ impl<'a, C: Clock> Reservation<'a, C> {
 impl<C: Clock> fmt::Debug for Reservation<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reservation").field("ready_at", &self.ready_at()).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refunded;
+
+    #[test]
+    fn a_lone_reservation_is_given_back_whole() {
+        assert_eq!(refunded(100, 100, 40, 0), Some(60));
+    }
+
+    #[test]
+    fn units_granted_after_it_are_not_given_back() {
+        // Cost 40, then 10 granted on top: give back 30, and the state keeps 10 extra for them.
+        assert_eq!(refunded(110, 100, 40, 0), Some(80));
+        assert_eq!(refunded(140, 100, 40, 0), None);
+        assert_eq!(refunded(500, 100, 40, 0), None);
+    }
+
+    #[test]
+    fn a_state_lowered_by_other_cancels_gives_back_at_most_the_cost() {
+        assert_eq!(refunded(90, 100, 40, 0), Some(50));
+    }
+
+    #[test]
+    fn never_below_the_clock() {
+        assert_eq!(refunded(100, 100, 40, 70), Some(70));
+        assert_eq!(refunded(100, 100, 40, 100), None);
     }
 }
