@@ -59,6 +59,17 @@ pub(crate) enum Refusal {
     Never,
 }
 
+impl Refusal {
+    /// The wait a denial reports: units until the request would conform, `None` for never.
+    #[inline]
+    pub(crate) fn wait(self) -> Option<u64> {
+        match self {
+            Refusal::Wait(units) => Some(units),
+            Refusal::Never => None,
+        }
+    }
+}
+
 impl Rate {
     /// Compiles a quota, or `None` when `tau` does not fit in 64 bits.
     pub(crate) fn new(quota: &Quota) -> Option<Rate> {

@@ -154,14 +154,10 @@ impl<C: Clock> Limiter<C> {
 
     #[cold]
     fn denied(&self, tat: u64, now: u64, refusal: Refusal) -> Denied {
-        let wait = match refusal {
-            Refusal::Wait(units) => Some(units),
-            Refusal::Never => {
-                self.remember(tat, now);
-                None
-            }
-        };
-        Denied::new(tat.saturating_sub(now), wait, self.rate.scale())
+        if refusal == Refusal::Never {
+            self.remember(tat, now);
+        }
+        Denied::new(tat.saturating_sub(now), refusal.wait(), self.rate.scale())
     }
 
     /// The quota this limiter enforces.

@@ -41,9 +41,8 @@ fn racing_threads_get_distinct_evenly_spaced_places() {
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {
-                    let mine: Vec<Duration> = (0..250)
-                        .map(|_| lim.reserve(Duration::MAX).unwrap().ready_at())
-                        .collect();
+                    let mine: Vec<Duration> =
+                        (0..250).map(|_| lim.reserve(Duration::MAX).unwrap().ready_at()).collect();
                     assert!(mine.windows(2).all(|w| w[0] < w[1]), "FIFO within a thread");
                     mine
                 })
@@ -152,11 +151,8 @@ fn cancelling_everything_from_the_back_restores_the_bucket() {
     let (lim, _) = limiter(per_second(4, 2));
     lim.check_n(2).unwrap();
     let before = backlog(&lim);
-    let mut queue: Vec<_> = (1..=2)
-        .cycle()
-        .take(6)
-        .map(|n| lim.reserve_n(n, Duration::MAX).unwrap())
-        .collect();
+    let mut queue: Vec<_> =
+        (1..=2).cycle().take(6).map(|n| lim.reserve_n(n, Duration::MAX).unwrap()).collect();
     while let Some(r) = queue.pop() {
         assert!(r.cancel());
     }

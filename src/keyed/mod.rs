@@ -9,7 +9,7 @@ pub use snapshot::KeyState;
 
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
-use crate::gcra::{Rate, Refusal};
+use crate::gcra::Rate;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::{Backoff, CachePadded};
@@ -219,11 +219,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 }
                 Ok(_) => return Some(Err(Denied::new(tat.saturating_sub(now), None, scale))),
                 Err(refusal) => {
-                    let wait = match refusal {
-                        Refusal::Wait(units) => Some(units),
-                        Refusal::Never => None,
-                    };
-                    return Some(Err(Denied::new(tat.saturating_sub(now), wait, scale)));
+                    return Some(Err(Denied::new(tat.saturating_sub(now), refusal.wait(), scale)));
                 }
             }
         }

@@ -22,7 +22,6 @@
 
 use crate::clock::{Clock, TscClock};
 use crate::decision::Denied;
-use crate::gcra::Refusal;
 use crate::limiter::Limiter;
 use crate::sync::Ordering;
 use crossbeam_utils::Backoff;
@@ -127,11 +126,7 @@ impl<C: Clock> Limiter<C> {
             let new_tat = match self.rate.admit(tat, now, n, max_wait) {
                 Ok(new_tat) => new_tat,
                 Err(refusal) => {
-                    let wait = match refusal {
-                        Refusal::Wait(units) => Some(units),
-                        Refusal::Never => None,
-                    };
-                    return Err(Denied::new(tat.saturating_sub(now), wait, scale));
+                    return Err(Denied::new(tat.saturating_sub(now), refusal.wait(), scale));
                 }
             };
             // Relaxed on both outcomes: atomicity alone orders competing updates; on failure the
