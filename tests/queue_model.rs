@@ -65,18 +65,13 @@ impl Model {
         Some((ready, Place { cost, tat_after }))
     }
 
-    /// x/time/rate's rule in GCRA terms: before its time, give back the cost less what was granted
-    /// on top of it since, never below the clock.
+    /// Before its time, the last reservation made is undone exactly; any other gives nothing.
     fn cancel(&mut self, now_ns: u64, ready: u128, place: Place) -> bool {
-        let now = self.scaled(now_ns);
-        if now >= ready {
+        if self.scaled(now_ns) >= ready || place.cost == 0 || self.tat != place.tat_after {
             return false;
         }
-        let refund = place.cost.saturating_sub(self.tat.saturating_sub(place.tat_after));
-        let new_tat = self.tat.saturating_sub(refund).max(now);
-        let changed = new_tat < self.tat;
-        self.tat = new_tat;
-        changed
+        self.tat = place.tat_after - place.cost;
+        true
     }
 }
 

@@ -25,7 +25,7 @@ impl<C: Clock> CancelOnDrop<'_, C> {
 impl<C: Clock> Drop for CancelOnDrop<'_, C> {
     fn drop(&mut self) {
         if let Some(reservation) = self.0.take() {
-            // Gives back only what no later reservation stands on; nothing once its time came.
+            // Undone if still the last request granted; else later ones keep their places.
             reservation.cancel();
         }
     }
@@ -33,16 +33,21 @@ impl<C: Clock> Drop for CancelOnDrop<'_, C> {
 
 impl<C: Clock> Limiter<C> {
     /// Waits asynchronously, on tokio's timer, until `n` units may go, and takes them. Denied at
-    /// once only when `n` is above the burst. Waiters are released in the order they called.
+    /// once only when `n` is above the burst. Places are given in the order of the calls.
     ///
     /// Cancel-safe: if the future is dropped before its time (a `select!` branch lost, a
-    /// `timeout` fired, a task aborted), its units are given back as by [`Reservation::cancel`].
+    /// `timeout` fired, a task aborted), its reservation is cancelled as by
+    /// [`Reservation::cancel`]: the units come back if no later request was granted meanwhile,
+    /// and otherwise the later ones keep their places. Either way a dropped wait never takes
+    /// units that anyone uses.
+    ///
     /// Needs the `tokio` feature and a tokio runtime with time enabled. Precision is tokio's timer
     /// (about 1 ms); the wait ends only once the limiter's own clock has reached the time.
     ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # rt.block_on(async {
     /// let lim = Limiter::new(Quota::per_second(1000)?.with_burst(1)?);
     /// lim.until_ready_n(1).await?;
     /// lim.until_ready_n(1).await?; // about 1 ms later
@@ -58,7 +63,8 @@ impl<C: Clock> Limiter<C> {
     ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # rt.block_on(async {
     /// let lim = Limiter::new(Quota::per_hour(1)?);
     /// lim.until_ready_n_timeout(1, std::time::Duration::ZERO).await?;
     /// assert!(lim.until_ready_n_timeout(1, std::time::Duration::from_secs(1)).await.is_err());

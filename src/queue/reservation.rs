@@ -7,18 +7,21 @@
 //! ahead, and the same Relaxed CAS loop as `Limiter::check_n` publishes `TAT'`. Each reservation
 //! starts where the last one ended, so without cancellations their times are in CAS order: FIFO.
 //!
-//! Cancelling lowers `TAT` by the reservation's cost `c`, less the units `g = TAT - TAT_r` granted
-//! on top of it since (`TAT_r` is the state it left; later reservations keep their places, and
-//! their times were computed with `c` in front of them). Why handing back `c - g` is safe: let `X`
-//! be `TAT_r`. Without the cancelled reservation the later ones would end at `X - c + g`; they are
-//! kept at their later places, where replaying every kept release through a fresh GCRA ends no
-//! later than `max(X - c + g, X + g - tau + b)` for the largest later cost `b <= g`. The new state
-//! `X + g - (c - g) = X - c + 2g` is at least both, because `c <= tau`: so whatever is admitted
-//! afterwards conforms together with everything kept. A cancel that finds `TAT` already lowered by
-//! other cancels sees a smaller `g` and gives back no more than what those left in place. Nothing is
-//! given back once the reservation's time has come, and `TAT` never drops below the canceller's
-//! clock. The property test in `tests/queue.rs` replays random reserve/cancel/advance histories
-//! against this argument, and `loom-tests/tests/queue.rs` races cancels with reservations.
+//! Cancelling undoes a reservation only while it is the last one made: if `TAT` still equals
+//! `TAT_r`, the state it left, one CAS puts `TAT` back to `TAT_r - c`, exactly the state it started
+//! from (or the clock it was made at, if that was later). Otherwise later requests were granted on
+//! top of it; they keep their places, and nothing is given back. Why this is safe: while a later
+//! request `L` is kept, `TAT >= TAT_L > TAT_r`, because requests only raise `TAT` and a cancel
+//! only lowers it to the start of a request that is itself the last; so `TAT` never equals `TAT_r`
+//! by coincidence (no ABA), and every undo is exact. Cancelling a queue from the back empties it.
+//!
+//! Why not x/time/rate's more generous rule (give back the cost less what was reserved after it)?
+//! It is safe for one cancel, but after a partial refund the `TAT` no longer tells how much is
+//! still reserved on top, and a second cancel below it can hand back units that a later kept
+//! reservation's time depends on: the property test in `tests/queue_model.rs` found such a
+//! history (`regression_two_cancels_in_a_row_never_give_back_too_much` in `tests/queue.rs`).
+//! A hole left in the middle of the queue cannot be reused with one state word: later requests
+//! already know their times.
 
 use crate::clock::{Clock, TscClock};
 use crate::decision::Denied;
@@ -33,7 +36,7 @@ use std::time::Duration;
 /// Made by [`Limiter::reserve_n`]. It is *kept* unless [`cancel`](Reservation::cancel)led:
 /// dropping it does not give its units back, since the caller may already have gone. Wait for it
 /// with [`wait`](Reservation::wait) (blocking), or read [`delay`](Reservation::delay) and wait
-/// any other way; [`Limiter::until_ready_n`] (feature `tokio`) is the async form, which cancels
+/// any other way; `Limiter::until_ready_n` (feature `tokio`) is the async form, which cancels
 /// itself when dropped before its time.
 ///
 /// # Pacing
@@ -153,17 +156,6 @@ pub(crate) fn duration_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The state after cancelling a reservation that holds `cost` units and left the bucket at
-/// `tat_after`, from state `tat` at time `now` (all in units); `None` when nothing can be given
-/// back. The rule and why it is safe: see the module docs.
-#[inline]
-pub(crate) fn refunded(tat: u64, tat_after: u64, cost: u64, now: u64) -> Option<u64> {
-    let granted_after = tat.saturating_sub(tat_after);
-    let refund = cost.saturating_sub(granted_after);
-    let new_tat = tat.saturating_sub(refund).max(now);
-    (new_tat < tat).then_some(new_tat)
-}
-
 impl<'a, C: Clock> Reservation<'a, C> {
     /// The time it may go, as a reading of the limiter's clock (the first nanosecond at which the
     /// request conforms: never early).
@@ -226,19 +218,23 @@ impl<'a, C: Clock> Reservation<'a, C> {
         self.limiter
     }
 
-    /// Gives the reservation up before its time, promising not to go: its units go back to the
-    /// bucket, less any that later reservations were granted on top of it (those keep their
-    /// places, so handing back more could let the bucket admit beyond its quota). Nothing is given
-    /// back once its time has come. Returns whether anything was given back. Lock-free.
+    /// Gives the reservation up before its time, promising not to go. If it is still the last
+    /// request the bucket granted, its units go back (the bucket is as if it had never been
+    /// made); if later requests were granted after it, they keep their places and nothing comes
+    /// back, since handing back units they stand on could let the bucket exceed its quota.
+    /// Nothing comes back once its time has come. Returns whether anything was given back.
+    /// Lock-free: one CAS.
     ///
     /// ```
     /// # use leakgate::{Limiter, ManualClock, Quota};
     /// use std::time::Duration;
     /// let lim = Limiter::with_clock(Quota::per_second(1)?.with_burst(1)?, ManualClock::new());
     /// lim.check().unwrap();
-    /// let r = lim.reserve(Duration::MAX).unwrap(); // due in 1 s
-    /// assert!(r.cancel());
-    /// assert_eq!(lim.reserve(Duration::MAX).unwrap().delay(), Duration::from_secs(1));
+    /// let first = lim.reserve(Duration::MAX).unwrap(); // due in 1 s
+    /// let second = lim.reserve(Duration::MAX).unwrap(); // due in 2 s
+    /// assert!(!first.cancel(), "the second stands on it");
+    /// assert!(second.cancel());
+    /// assert_eq!(lim.reserve(Duration::MAX).unwrap().delay(), Duration::from_secs(2));
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn cancel(self) -> bool {
@@ -246,54 +242,21 @@ impl<'a, C: Clock> Reservation<'a, C> {
         if self.cost == 0 || now >= self.ready_at {
             return false;
         }
-        let state = &self.limiter.tat;
-        // Relaxed, as in `check_n`: the word is the whole state and publishes nothing else.
-        let mut tat = state.load(Ordering::Relaxed);
-        loop {
-            let Some(new_tat) = refunded(tat, self.tat_after, self.cost, now) else {
-                return false;
-            };
-            // Relaxed: as above; on failure the refund is recomputed against the value that won,
-            // so units granted in between are never handed back.
-            match state.compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return true,
-                Err(actual) => tat = actual,
-            }
-        }
+        // Its start: `TAT_r = start + cost`, and `start > now` here, since the reservation is not
+        // yet due (`TAT_r - tau > now` and `cost <= tau`): the undo never moves `TAT` behind the
+        // clock.
+        let start = self.tat_after - self.cost;
+        // Relaxed, as in `check_n`: the word is the whole state and publishes nothing else. A
+        // strong CAS, once: it succeeds only while no other request has been granted since.
+        self.limiter
+            .tat
+            .compare_exchange(self.tat_after, start, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 }
 
 impl<C: Clock> fmt::Debug for Reservation<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reservation").field("ready_at", &self.ready_at()).finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::refunded;
-
-    #[test]
-    fn a_lone_reservation_is_given_back_whole() {
-        assert_eq!(refunded(100, 100, 40, 0), Some(60));
-    }
-
-    #[test]
-    fn units_granted_after_it_are_not_given_back() {
-        // Cost 40, then 10 granted on top: give back 30, and the state keeps 10 extra for them.
-        assert_eq!(refunded(110, 100, 40, 0), Some(80));
-        assert_eq!(refunded(140, 100, 40, 0), None);
-        assert_eq!(refunded(500, 100, 40, 0), None);
-    }
-
-    #[test]
-    fn a_state_lowered_by_other_cancels_gives_back_at_most_the_cost() {
-        assert_eq!(refunded(90, 100, 40, 0), Some(50));
-    }
-
-    #[test]
-    fn never_below_the_clock() {
-        assert_eq!(refunded(100, 100, 40, 70), Some(70));
-        assert_eq!(refunded(100, 100, 40, 100), None);
     }
 }

@@ -129,7 +129,7 @@ impl<C: Clock> Reservation<'_, C> {
 impl<C: Clock> Limiter<C> {
     /// Waits as long as it takes for `n` units, then returns having taken them: a reservation
     /// with no bound, waited for with the default [`WaitPolicy`]. Denied only when `n` is above
-    /// the burst (it could never go). Waiters are released in the order they called.
+    /// the burst (it could never go). Places are given in the order of the calls.
     ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
