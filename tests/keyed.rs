@@ -93,8 +93,10 @@ fn a_full_table_denies_new_keys_and_keeps_active_ones() {
     for key in &admitted {
         assert!(lim.check(key).is_err(), "active key {key} was forgotten");
     }
-    // An hour later every bucket is idle: new keys take the slots over.
-    clock.advance(Duration::from_secs(3600));
+    // Just past an hour later every bucket is empty (its TAT is in the past): new keys take the
+    // slots over. (At exactly one hour the buckets are empty too, but a slot changes key only
+    // once its TAT is strictly past; see `Group`.)
+    clock.advance(Duration::from_secs(3600) + Duration::from_nanos(1));
     assert!((5000..5032).all(|k| lim.check(&k).is_ok()));
 }
 
@@ -173,9 +175,9 @@ impl Model {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
-    /// Every key answers as its own exact model, and a table of 64 slots, which must reclaim idle
-    /// buckets to serve 20 keys, answers exactly as one with room for all of them: reclaiming
-    /// idle buckets changes nothing. (The overflow counter shows no key was ever turned away.)
+    /// Every key answers as its own exact model, and a table of 64 slots answers exactly as one
+    /// with room for 4096: where idle buckets are reclaimed, that changes nothing. (The overflow
+    /// counter shows no key was ever turned away.)
     #[test]
     fn keys_match_the_model_and_small_tables_match_large_ones(
         count in 1u64..50, burst in 1u64..4,
@@ -196,6 +198,62 @@ proptest! {
             let got_small = small.check_n(&key, n);
             prop_assert_eq!(small.overflow_denials(), 0);
             prop_assert_eq!(got_small.as_ref().ok().map(|a| a.remaining()), want);
+        }
+    }
+}
+
+/// The same model with room for only `slots` keys at once, as a one-group table has: a new key
+/// takes a free slot, or else the slot of any key whose bucket is empty (its `TAT` strictly
+/// past; which one cannot change a decision), or else it is denied as overflow.
+struct Bounded {
+    model: Model,
+    slots: usize,
+    overflow: u64,
+}
+
+impl Bounded {
+    fn check(&mut self, key: u8, now: u64, n: u64) -> Option<u64> {
+        let new = n >= 1 && n <= self.model.burst && !self.model.tat.contains_key(&key);
+        if new && self.model.tat.len() == self.slots {
+            let idle = self.model.tat.iter().find(|(_, &tat)| tat < now).map(|(&k, _)| k);
+            match idle {
+                Some(idle) => {
+                    self.model.tat.remove(&idle);
+                }
+                None => {
+                    self.overflow += 1;
+                    return None;
+                }
+            }
+        }
+        self.model.check(key, now, n)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// A table of one group (four slots) serving up to eight keys reclaims slots all the time:
+    /// it answers exactly as a model that keeps four buckets and frees only empty ones, and it
+    /// turns away exactly the new keys that model has no room for.
+    #[test]
+    fn a_four_slot_table_matches_a_four_bucket_model(
+        count in 1u64..50, burst in 1u64..4,
+        steps in prop::collection::vec((0u8..8, 0u64..3, 0u64..1500), 1..300),
+    ) {
+        let q = Quota::new(count, Duration::from_nanos(1_000_000 * count), burst).unwrap(); // T = 1 ms
+        let clock = ManualClock::new();
+        let table = KeyedLimiter::<u8, _>::with_layout(q, 1, 4, clock.clone());
+        let model = Model { t: 1_000_000, tau: 1_000_000 * burst, burst, tat: HashMap::new() };
+        let mut bounded = Bounded { model, slots: 4, overflow: 0 };
+        let mut now = 0u64;
+        for (key, n, dt_us) in steps {
+            now += dt_us * 1_000;
+            clock.set(Duration::from_nanos(now));
+            let want = bounded.check(key, now, n);
+            let got = table.check_n(&key, n);
+            prop_assert_eq!(got.as_ref().ok().map(|a| a.remaining()), want, "key {} n {} at {}", key, n, now);
+            prop_assert_eq!(table.overflow_denials(), bounded.overflow);
         }
     }
 }

@@ -1,7 +1,9 @@
 //! [`KeyedLimiter`]: one bucket per key (client, IP address, API key, flow), in a bounded,
 //! lock-free table that forgets idle keys by itself.
 
+mod group;
 mod hasher;
+mod page;
 mod snapshot;
 mod table;
 
@@ -13,10 +15,12 @@ use crate::gcra::Rate;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::{Backoff, CachePadded};
+use group::SEALED;
+use group::{Found, Tat};
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
-use table::{Entry, Table, SEALED};
+use table::Table;
 
 /// The default number of keys a [`KeyedLimiter`] can track at once: 2^18 = 262,144.
 pub const DEFAULT_CAPACITY: usize = 1 << 18;
@@ -70,8 +74,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TscClock> {
     }
 
     /// A keyed limiter on the default clock that tracks at most about `capacity` keys at once
-    /// (rounded up to a power of two, at least 64). The table's slots are allocated up front:
-    /// 8 bytes each, plus an entry for each tracked key.
+    /// (rounded up to a power of two, at least 64). The table's slots are allocated up front, 16
+    /// bytes each; every group of four slots in use adds one array of their keys (16 bytes plus
+    /// four keys: 48 bytes for `u64` keys, so 28 bytes per slot in all).
     ///
     /// ```
     /// let keyed = leakgate::KeyedLimiter::<u64>::with_capacity(leakgate::Quota::per_second(10)?, 100_000);
@@ -113,7 +118,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Self::with_layout(quota, shards, capacity / shards, clock)
     }
 
-    /// A table of exactly `shards * slots_per_shard` slots (both powers of two): for tests and
+    /// A table of exactly `shards * slots_per_shard` slots (both powers of two, at least 4 slots
+    /// per shard): for tests and
     /// models that need a tiny table.
     #[doc(hidden)]
     pub fn with_layout(quota: Quota, shards: usize, slots_per_shard: usize, clock: C) -> Self {
@@ -161,20 +167,21 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let now = self.rate.units_at(self.clock.now_ns());
+        let now_ns = self.clock.now_ns();
+        let now = self.rate.units_at(now_ns);
         let hash = self.table.hash(key);
         let mut insert = false;
         loop {
-            let slot = if insert {
-                self.table.find_or_insert(key, hash, now)
+            let found = if insert {
+                self.table.find_or_insert(key, hash, now, millis(now_ns))
             } else {
                 self.table.find(key, hash)
             };
-            match slot.as_deref().and_then(Option::as_deref) {
-                Some(entry) => match self.check_entry(entry, now, n) {
-                    Some(decision) => return decision,
-                    // The entry was sealed for reclamation: look again under the lock.
-                    None => insert = true,
+            match found {
+                Some(found) => match self.check_slot(&found, now, now_ns, n) {
+                    Ok(decision) => return decision,
+                    Err(Tat::Sealed) => insert = true,
+                    Err(_) => {}
                 },
                 // Not tracked: a bucket that takes nothing needs no slot.
                 None if n == 0 || n > self.quota.burst() || insert => {
@@ -185,43 +192,41 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
-    /// `check_n` against one entry; `None` if it is sealed.
+    /// `check_n` against a found slot; why not, if the slot may no longer hold the key.
     #[inline]
-    fn check_entry(&self, entry: &Entry<K>, now: u64, n: u64) -> Option<Result<Admitted, Denied>> {
+    fn check_slot(
+        &self,
+        found: &Found<'_, K>,
+        now: u64,
+        now_ns: u64,
+        n: u64,
+    ) -> Result<Result<Admitted, Denied>, Tat> {
+        let Found { group, slot, version } = *found;
         let scale = self.rate.scale();
-        // Relaxed throughout: as `Limiter::check_n`, the word is the entry's whole state.
-        let mut tat = entry.tat.load(Ordering::Relaxed);
         let backoff = Backoff::new();
+        let mut seen = None;
         loop {
-            if tat == SEALED {
-                return None;
-            }
-            match self.rate.admit(tat, now, n, 0) {
-                Ok(new_tat) if new_tat == tat => {
-                    return Some(Ok(Admitted::new(tat.saturating_sub(now), scale)))
-                }
-                Ok(new_tat) if new_tat != SEALED => {
-                    match entry.tat.compare_exchange_weak(
-                        tat,
-                        new_tat,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => {
-                            entry.last_used.store(now, Ordering::Relaxed);
-                            return Some(Ok(Admitted::new(new_tat - now, scale)));
-                        }
-                        Err(actual) => {
-                            tat = actual;
-                            backoff.spin();
-                        }
+            let tat = match group.tat(slot, version, seen) {
+                Tat::Current(tat) => tat,
+                moved => return Err(moved),
+            };
+            let decision = match self.rate.admit(tat, now, n, 0) {
+                Ok(new_tat) if new_tat == tat => Ok(Admitted::new(tat.saturating_sub(now), scale)),
+                Ok(new_tat) if new_tat != SEALED => match group.cas_tat(slot, tat, new_tat) {
+                    Ok(()) => {
+                        group.mark_used(slot, millis(now_ns));
+                        Ok(Admitted::new(new_tat - now, scale))
                     }
-                }
-                Ok(_) => return Some(Err(Denied::new(tat.saturating_sub(now), None, scale))),
-                Err(refusal) => {
-                    return Some(Err(Denied::new(tat.saturating_sub(now), refusal.wait(), scale)));
-                }
-            }
+                    Err(actual) => {
+                        seen = Some(actual);
+                        backoff.spin();
+                        continue;
+                    }
+                },
+                Ok(_) => Err(Denied::new(tat.saturating_sub(now), None, scale)),
+                Err(refusal) => Err(Denied::new(tat.saturating_sub(now), refusal.wait(), scale)),
+            };
+            return Ok(decision);
         }
     }
 
@@ -290,6 +295,13 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     pub fn clock(&self) -> &C {
         &self.clock
     }
+}
+
+/// A clock reading in whole milliseconds, wrapping (about 49.7 days): last-use times for
+/// snapshots.
+#[inline]
+fn millis(now_ns: u64) -> u32 {
+    (now_ns / 1_000_000) as u32
 }
 
 impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {

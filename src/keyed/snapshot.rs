@@ -2,7 +2,6 @@
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
-use crate::sync::Ordering;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -27,7 +26,8 @@ pub struct KeyState<K> {
     pub fill: f64,
     /// Time until the bucket is empty again.
     pub reset_after: Duration,
-    /// Time since the key's last admitted request.
+    /// Time since the key's last admitted request, in whole milliseconds of the clock (idle
+    /// times wrap after about 49.7 days; a bucket idle that long is usually reclaimed first).
     pub since_last_use: Duration,
 }
 
@@ -48,23 +48,23 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn snapshot(&self) -> Vec<KeyState<K>> {
-        let now = self.rate.units_at(self.clock.now_ns());
+        let now_ns = self.clock.now_ns();
+        let now = self.rate.units_at(now_ns);
+        let now_ms = super::millis(now_ns);
         let scale = self.rate.scale();
         let mut states = Vec::new();
-        self.table.for_each(|entry| {
-            // Relaxed: a reading of each word on its own is all a snapshot promises.
-            let tat = entry.tat.load(Ordering::Relaxed);
-            if tat == super::table::SEALED {
+        self.table.for_each(|key, tat, used_ms| {
+            // A sealed slot's key is idle and being replaced by another key.
+            if tat == super::group::SEALED {
                 return;
             }
             let backlog = tat.saturating_sub(now);
-            let last = entry.last_used.load(Ordering::Relaxed);
             states.push(KeyState {
-                key: entry.key.clone(),
+                key,
                 remaining: scale.remaining(backlog),
                 fill: (backlog as f64 / scale.tau() as f64).min(1.0),
                 reset_after: Duration::from_nanos(scale.units_to_ns(backlog)),
-                since_last_use: Duration::from_nanos(scale.units_to_ns(now.saturating_sub(last))),
+                since_last_use: Duration::from_millis(u64::from(now_ms.wrapping_sub(used_ms))),
             });
         });
         states

@@ -1,80 +1,62 @@
 //! The bounded table behind [`KeyedLimiter`](crate::KeyedLimiter): cache-padded shards of
-//! fixed-size, open-addressed slots, each holding at most one key's bucket.
+//! fixed-size, open-addressed groups of four buckets.
 //!
 //! # Implementation details
 //!
-//! A slot is an `ArcSwapOption<Entry>`: lookups load it without a lock (arc-swap's load takes a
-//! thread-local debt slot, not a shared lock), compare the real key, and CAS the entry's `TAT`.
-//! Only inserting a key the table does not hold takes the shard's lock, for the insert itself; all
-//! inserts into a shard are serialised by it, so one key is never inserted twice.
+//! A key may live in a window of [`WINDOW`] consecutive groups of its shard, from its hash.
+//! Lookups are lock-free (see [`Group`] for how a slot's state and its key stay paired). Only
+//! giving a key a slot takes the shard's lock, for that insert only; all inserts into a shard are
+//! serialised by it, so one key is never inserted twice.
 //!
-//! A key is looked for along a window of [`PROBE`] slots from its hash, up to the first empty slot
-//! (slots are never emptied again, so a key is never behind one). An insert takes the first empty
-//! slot of the window, or else reclaims the first *idle* entry: one whose `TAT` is not after now, a
-//! bucket indistinguishable from a new one, so reusing its slot changes no decision. Reclaiming
-//! first *seals* the old entry (CAS of its idle `TAT` to [`SEALED`]): a check racing on that entry
-//! either wins its CAS first (the entry is then busy and the seal fails) or sees `SEALED` and looks
-//! the key up again under the lock. So no admission is ever made in a reclaimed entry, and an entry
-//! belongs to one key for its whole life: one key's admission can never land in another's bucket.
+//! Slots are used in order and never emptied, so a lookup stops at the first group of the window
+//! that has an unused slot: a key inserted earlier would have taken it. An insert takes that
+//! unused slot, or else reclaims the first *idle* slot of the window: one whose bucket is empty
+//! (`TAT` before now), indistinguishable from a new one, so reusing it changes no decision.
 
+use super::group::{tag_of, Found, Group, SLOTS};
 use super::hasher::RandomSeed;
-use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
-use arc_swap::{ArcSwapOption, Guard};
+use crate::sync::Mutex;
 use crossbeam_utils::CachePadded;
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::sync::Arc;
 
-/// How many slots a key may be looked for in, from its hash.
-pub(crate) const PROBE: usize = 16;
-
-/// The `TAT` of an entry being reclaimed for another key: no admission may land in it.
-pub(crate) const SEALED: u64 = u64::MAX;
-
-/// One key's bucket.
-pub(crate) struct Entry<K> {
-    pub(crate) key: K,
-    /// The bucket's `TAT` in the rate's units (as `Limiter::tat`), or [`SEALED`].
-    pub(crate) tat: AtomicU64,
-    /// The clock, in the rate's units, at the last admission (for snapshots only).
-    pub(crate) last_used: AtomicU64,
-}
-
-/// A loaded slot: keeps its entry alive while in use, without touching the entry's refcount.
-pub(crate) type Slot<K> = Guard<Option<Arc<Entry<K>>>>;
+/// How many groups (of [`SLOTS`] slots) a key may be looked for in, from its hash.
+pub(crate) const WINDOW: usize = 4;
 
 struct Shard<K> {
-    slots: Box<[ArcSwapOption<Entry<K>>]>,
-    /// Beside each slot, 32 bits of its key's hash (never 0), or 0 while the slot has never held
-    /// an entry. A lookup reads these contiguous tags and dereferences an entry only when its tag
-    /// matches, so probing past other keys costs no cache miss per entry. Tags only filter: a
-    /// match is confirmed by comparing the real key, and a tag that is stale during a reclaim can
-    /// only make a lookup miss, which then looks again under the lock, where tags are exact.
-    tags: Box<[AtomicU32]>,
-    /// Held only while inserting (and reclaiming) in this shard; never by a lookup.
+    groups: Box<[Group<K>]>,
+    /// Held only while giving a slot to a key in this shard; never by a lookup.
     inserting: Mutex<()>,
 }
 
 pub(crate) struct Table<K> {
     shards: Box<[CachePadded<Shard<K>>]>,
     shard_mask: u64,
-    slot_mask: usize,
+    group_mask: usize,
     hasher: RandomSeed,
 }
 
-impl<K: Hash + Eq> Table<K> {
-    /// A table of `shards` shards of `slots_per_shard` slots; both powers of two.
+/// Where an insert may put a key: the first unused slot of its window, else idle ones.
+enum Room {
+    Unused(usize, usize),
+    Idle(Vec<(usize, usize, u64)>),
+}
+
+impl<K: Hash + Eq + Clone> Table<K> {
+    /// A table of `shards` shards of `slots_per_shard` slots; both powers of two, and
+    /// `slots_per_shard` at least [`SLOTS`].
     pub(crate) fn new(shards: usize, slots_per_shard: usize) -> Self {
-        debug_assert!(shards.is_power_of_two() && slots_per_shard.is_power_of_two());
+        assert!(shards.is_power_of_two() && slots_per_shard.is_power_of_two());
+        assert!(slots_per_shard >= SLOTS, "a shard holds at least one group");
+        let groups = slots_per_shard / SLOTS;
         let shard = || Shard {
-            slots: (0..slots_per_shard).map(|_| ArcSwapOption::empty()).collect(),
-            tags: (0..slots_per_shard).map(|_| AtomicU32::new(0)).collect(),
+            groups: (0..groups).map(|_| Group::new()).collect(),
             inserting: Mutex::new(()),
         };
         Table {
             shards: (0..shards).map(|_| CachePadded::new(shard())).collect(),
             shard_mask: shards as u64 - 1,
-            slot_mask: slots_per_shard - 1,
+            group_mask: groups - 1,
             hasher: RandomSeed::new(),
         }
     }
@@ -84,132 +66,116 @@ impl<K: Hash + Eq> Table<K> {
         self.hasher.hash_one(key)
     }
 
-    /// The shard a hash belongs to (its low bits) and the slots of its probe window (the next
-    /// bits), in order.
+    /// The shard a hash belongs to (its low bits) and the groups of its window (the next bits),
+    /// in order.
     #[inline]
     fn window(&self, hash: u64) -> (&Shard<K>, impl Iterator<Item = usize> + '_) {
         let shard = &self.shards[(hash & self.shard_mask) as usize];
         let start = (hash >> 16) as usize;
-        let window = (0..PROBE.min(self.slot_mask + 1)).map(move |i| (start + i) & self.slot_mask);
-        (shard, window)
+        let len = WINDOW.min(self.group_mask + 1);
+        (shard, (0..len).map(move |i| (start + i) & self.group_mask))
     }
 
-    /// The slot holding `key`'s entry, if the table tracks it. Lock-free.
+    /// The slot holding `key`, if the table tracks it. Lock-free.
     #[inline]
-    pub(crate) fn find<Q>(&self, key: &Q, hash: u64) -> Option<Slot<K>>
+    pub(crate) fn find<Q>(&self, key: &Q, hash: u64) -> Option<Found<'_, K>>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
         let (shard, window) = self.window(hash);
-        // Loom cannot see arc-swap's std atomics, so it would miss the happens-before edge from
-        // an entry's creation to a lookup that loads it (arc-swap's SeqCst store and load give it
-        // in a real run). Under loom only, lookups take the shard lock to stand in for that edge;
-        // the races that matter (checks against seals, inserts against inserts) stay modeled.
-        #[cfg(loom)]
-        let _published = shard.inserting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let tag = tag_of(hash);
-        for i in window {
-            // Relaxed: a filter only (see `Shard::tags`); the slot load below is what publishes.
-            match shard.tags[i].load(Ordering::Relaxed) {
-                0 => return None,
-                t if t != tag => continue,
-                _ => {}
-            }
-            let slot = shard.slots[i].load();
-            match slot.as_deref() {
-                None => return None,
-                Some(entry) if entry.key.borrow() == key => return Some(slot),
-                Some(_) => {}
+        for g in window {
+            match shard.groups[g].find(key, tag) {
+                (Some(found), _) => return Some(found),
+                (None, true) => return None,
+                (None, false) => {}
             }
         }
         None
     }
 
-    /// Finds `key` or inserts it, under the shard's lock; `None` when every slot of its window
-    /// holds a bucket that is not idle at `now` (the table is full there).
-    pub(crate) fn find_or_insert<Q>(&self, key: &Q, hash: u64, now: u64) -> Option<Slot<K>>
+    /// Finds `key` or gives it a slot, under the shard's lock; `None` when every slot of its
+    /// window holds a bucket that is not empty at `now` (the table is full there).
+    pub(crate) fn find_or_insert<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        now: u64,
+        now_ms: u32,
+    ) -> Option<Found<'_, K>>
     where
         K: Borrow<Q>,
-        Q: Eq + ?Sized + ToOwned<Owned = K>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
         let (shard, window) = self.window(hash);
         let _inserting = shard.inserting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut idle = Vec::<usize>::new();
-        let mut empty = None;
-        for i in window {
-            let slot = shard.slots[i].load();
-            match slot.as_deref() {
-                None => {
-                    empty = Some(i);
-                    break;
-                }
-                Some(entry) if entry.key.borrow() == key => return Some(slot),
-                // Relaxed: the seal below is the CAS that decides; this only picks candidates.
-                Some(entry) if entry.tat.load(Ordering::Relaxed) <= now => idle.push(i),
-                Some(_) => {}
-            }
+        // Under the lock no slot changes key, so this search is exact.
+        if let Some(found) = self.find(key, hash) {
+            return Some(found);
         }
-        let fresh = || Some(Arc::new(Entry::new(key.to_owned())));
-        // Relaxed tag stores: filters only; the entry is published by the slot store, and under
-        // the lock (where inserts read tags) they are exact.
         let tag = tag_of(hash);
-        if let Some(i) = empty {
-            shard.slots[i].store(fresh());
-            shard.tags[i].store(tag, Ordering::Relaxed);
-            return Some(shard.slots[i].load());
-        }
-        for i in idle {
-            let slot = shard.slots[i].load();
-            let Some(entry) = slot.as_deref() else { continue };
-            // Relaxed: the seal and a checker's CAS are read-modify-writes of one word, so exactly
-            // one of them wins; nothing else is published through the word.
-            let tat = entry.tat.load(Ordering::Relaxed);
-            if tat <= now
-                && entry
-                    .tat
-                    .compare_exchange(tat, SEALED, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                shard.tags[i].store(tag, Ordering::Relaxed);
-                shard.slots[i].store(fresh());
-                return Some(shard.slots[i].load());
+        let room = Self::room(shard, window, now);
+        let found = |g: usize, slot: usize| {
+            let group = &shard.groups[g];
+            let (found, _) = group.find(key, tag);
+            debug_assert!(found.as_ref().is_some_and(|f| f.slot == slot));
+            found
+        };
+        match room {
+            Room::Unused(g, slot) => {
+                shard.groups[g].fill(slot, key.to_owned(), tag, now_ms);
+                found(g, slot)
             }
+            Room::Idle(idle) => idle.into_iter().find_map(|(g, slot, idle_tat)| {
+                shard.groups[g]
+                    .reclaim(slot, idle_tat, key.to_owned(), tag, now_ms)
+                    .then(|| found(g, slot))
+                    .flatten()
+            }),
         }
-        None
     }
 
-    /// Every entry held now, without locking: a snapshot for introspection.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&Entry<K>)) {
+    /// Where a new key may go in `window`: the first unused slot, else the idle ones in order.
+    fn room(shard: &Shard<K>, window: impl Iterator<Item = usize>, now: u64) -> Room {
+        let mut idle = Vec::new();
+        for g in window {
+            let group = &shard.groups[g];
+            for (slot, &tag) in group.tags_locked().iter().enumerate() {
+                if tag == 0 {
+                    return Room::Unused(g, slot);
+                }
+                if let Some(idle_tat) = group.is_idle(slot, now) {
+                    idle.push((g, slot, idle_tat));
+                }
+            }
+        }
+        Room::Idle(idle)
+    }
+
+    /// Every tracked key with its `TAT` and last use, without blocking checks: a group that
+    /// changes key while read is read again (under its shard's lock after a few tries, which
+    /// holds up inserts only).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(K, u64, u32)) {
         for shard in self.shards.iter() {
-            // Under loom only: see `find`.
-            #[cfg(loom)]
-            let _published =
-                shard.inserting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            for slot in shard.slots.iter() {
-                if let Some(entry) = slot.load().as_deref() {
-                    f(entry);
+            for group in shard.groups.iter() {
+                let slots = (0..3).find_map(|_| group.read_all()).unwrap_or_else(|| {
+                    let _inserting =
+                        shard.inserting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    // Under the lock no slot changes key, so this read always succeeds.
+                    group.read_all().unwrap_or_default()
+                });
+                for (key, tat, used) in slots {
+                    f(key, tat, used);
                 }
             }
         }
     }
-}
-
-/// The tag of a hash: bits the shard and window do not use, never 0.
-#[inline]
-fn tag_of(hash: u64) -> u32 {
-    ((hash >> 32) as u32) | 1
 }
 
 impl<K> Table<K> {
     /// Slots in all.
     pub(crate) fn capacity(&self) -> usize {
-        self.shards.len() * (self.slot_mask + 1)
-    }
-}
-
-impl<K> Entry<K> {
-    fn new(key: K) -> Self {
-        Entry { key, tat: AtomicU64::new(0), last_used: AtomicU64::new(0) }
+        self.shards.len() * (self.group_mask + 1) * SLOTS
     }
 }
