@@ -80,12 +80,8 @@ fn a_full_table_denies_new_keys_and_keeps_active_ones() {
     let (lim, clock) = keyed::<u64>(Quota::per_hour(1).unwrap());
     let lim = KeyedLimiter::with_capacity_and_clock(lim.quota(), 64, clock.clone());
     let admitted: Vec<u64> = (0..1000).filter(|k| lim.check(k).is_ok()).collect();
-    assert!(admitted.len() <= 64);
-    assert!(
-        admitted.len() >= 32,
-        "a window of 16 slots fills before the table: {}",
-        admitted.len()
-    );
+    // In a table this small a key's window of 64 slots spans its whole shard: every slot fills.
+    assert_eq!(admitted.len(), 64);
     assert_eq!(lim.overflow_denials(), 1000 - admitted.len() as u64);
     let denied = lim.check(&5000).unwrap_err();
     assert_eq!(denied.remaining(), 0);

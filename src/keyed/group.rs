@@ -103,7 +103,7 @@ impl<K> Group<K> {
 
     /// The slot holding `key`, if this group has it, and whether the group has a slot never used
     /// (then no key is ever placed past it: the search may stop). Lock-free.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find<Q>(&self, key: &Q, tag: u8) -> (Option<Found<'_, K>>, bool)
     where
         K: Borrow<Q>,

@@ -34,8 +34,8 @@ pub const DEFAULT_CAPACITY: usize = 1 << 18;
 ///   slot is reused for another key with no change to any decision: no `retain_recent`, no
 ///   background thread.
 /// * **Bounded memory.** The table never grows past its capacity, whatever the key stream.
-/// * **Overflow policy: new keys are denied.** When every slot a new key may use (a window of 16
-///   from its hash) holds a bucket that is not empty, the new key is denied with `remaining() = 0`
+/// * **Overflow policy: new keys are denied.** When every slot a new key may use (a window of 64
+///   from its hash, in 16 groups of 4) holds a bucket that is not empty, the new key is denied with `remaining() = 0`
 ///   and `retry_after() = Some(T)`, and [`overflow_denials`](KeyedLimiter::overflow_denials)
 ///   counts it. An active bucket is never dropped to make room: that would admit beyond its
 ///   quota.

