@@ -15,8 +15,7 @@ use crate::gcra::Rate;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::{Backoff, CachePadded};
-use group::SEALED;
-use group::{Found, Tat};
+use group::{Found, Tat, SEALED};
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
@@ -35,8 +34,8 @@ pub const DEFAULT_CAPACITY: usize = 1 << 18;
 ///   background thread.
 /// * **Bounded memory.** The table never grows past its capacity, whatever the key stream.
 /// * **Overflow policy: new keys are denied.** When every slot a new key may use (a window of 64
-///   from its hash, in 16 groups of 4) holds a bucket that is not empty, the new key is denied with `remaining() = 0`
-///   and `retry_after() = Some(T)`, and [`overflow_denials`](KeyedLimiter::overflow_denials)
+///   from its hash, in 16 groups of 4) holds a bucket that is not empty, the new key is denied
+///   with `remaining() = 0` and `retry_after() = Some(T)`, and [`overflow_denials`](KeyedLimiter::overflow_denials)
 ///   counts it. An active bucket is never dropped to make room: that would admit beyond its
 ///   quota.
 /// * **Hostile keys.** Keys are hashed with a per-table random seed, so a flood cannot be aimed
@@ -119,8 +118,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// A table of exactly `shards * slots_per_shard` slots (both powers of two, at least 4 slots
-    /// per shard): for tests and
-    /// models that need a tiny table.
+    /// per shard): for tests and models that need a tiny table.
     #[doc(hidden)]
     pub fn with_layout(quota: Quota, shards: usize, slots_per_shard: usize, clock: C) -> Self {
         let rate = Rate::new(&quota).expect("a validated Quota always compiles to a Rate");
