@@ -123,8 +123,8 @@ impl<K> Group<K> {
             let keys = keys?;
             while candidates != 0 {
                 let slot = candidates.trailing_zeros() as usize / 8;
-                // A false positive may name a byte past a used one; keys[slot] is then a copy of
-                // slot 0's key or a real other key, and the comparison rejects what isn't `key`.
+                // The SWAR test may flag a byte that is not `tag` (above a matching one); the
+                // byte test drops it, so a copy in an unused slot is never compared.
                 if (tags >> (8 * slot)) as u8 == tag && keys[slot].borrow() == key {
                     return Some(slot);
                 }
@@ -188,27 +188,39 @@ impl<K: Clone> Group<K> {
     }
 
     /// Gives unused slot `slot` (the first unused one) to `key`, at `now_ms`.
-    pub(crate) fn fill(&self, slot: usize, key: K, tag: u8, now_ms: u32) {
+    pub(crate) fn fill(&self, slot: usize, key: K, tag: u8, now_ms: u32) -> Found<'_, K> {
         // Its `TAT` is still its initial 0, never seen by a check: no seal, no reopening needed.
-        self.give(slot, key, tag, now_ms, None);
+        self.give(slot, key, tag, now_ms, None)
     }
 
-    /// Moves slot `slot` from its idle key to `key` if its `TAT` is still `idle_tat`; false if a
+    /// Moves slot `slot` from its idle key to `key` if its `TAT` is still `idle_tat`; `None` if a
     /// check admitted something there first (the slot is busy again).
-    pub(crate) fn reclaim(&self, slot: usize, idle_tat: u64, key: K, tag: u8, now_ms: u32) -> bool {
+    pub(crate) fn reclaim(
+        &self,
+        slot: usize,
+        idle_tat: u64,
+        key: K,
+        tag: u8,
+        now_ms: u32,
+    ) -> Option<Found<'_, K>> {
         // Relaxed: the seal and a check's CAS are read-modify-writes of one word, so exactly one
         // wins. The keys published next are ordered after the seal by program order and the
         // publication's Release, so a check that reads the new keys then sees `SEALED` or later.
         let sealed = self.tats[slot]
             .compare_exchange(idle_tat, SEALED, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok();
-        if sealed {
-            self.give(slot, key, tag, now_ms, Some(idle_tat + 1));
-        }
-        sealed
+        sealed.then(|| self.give(slot, key, tag, now_ms, Some(idle_tat + 1)))
     }
 
-    fn give(&self, slot: usize, key: K, tag: u8, now_ms: u32, reopen_at: Option<u64>) {
+    /// Publishes `key` in slot `slot`; the slot as a check that found it now would see it.
+    fn give(
+        &self,
+        slot: usize,
+        key: K,
+        tag: u8,
+        now_ms: u32,
+        reopen_at: Option<u64>,
+    ) -> Found<'_, K> {
         let mut keys: Keys<K> = self
             .keys
             .read(|old| old.cloned())
@@ -221,12 +233,13 @@ impl<K: Clone> Group<K> {
         // Release: a reader that sees the tag sees the keys published above.
         self.tags.store(u32::from_le_bytes(tags), Ordering::Release);
         // Release: a reader that sees the new version sees the keys and tags.
-        self.version.fetch_add(1, Ordering::Release);
+        let version = self.version.fetch_add(1, Ordering::Release).wrapping_add(1);
         if let Some(tat) = reopen_at {
             // Release: a check that reads this value sees the version bump above and starts
             // over, since it may have found the slot's previous key.
             self.tats[slot].store(tat, Ordering::Release);
         }
+        Found { group: self, slot, version }
     }
 
     /// Every used slot's key, `TAT` and last use, read between two equal versions (so no slot

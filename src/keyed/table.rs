@@ -125,22 +125,10 @@ impl<K: Hash + Eq + Clone> Table<K> {
         }
         let tag = tag_of(hash);
         let room = Self::room(shard, window, now);
-        let found = |g: usize, slot: usize| {
-            let group = &shard.groups[g];
-            let (found, _) = group.find(key, tag);
-            debug_assert!(found.as_ref().is_some_and(|f| f.slot == slot));
-            found
-        };
         match room {
-            Room::Unused(g, slot) => {
-                shard.groups[g].fill(slot, key.to_owned(), tag, now_ms);
-                found(g, slot)
-            }
+            Room::Unused(g, slot) => Some(shard.groups[g].fill(slot, key.to_owned(), tag, now_ms)),
             Room::Idle(idle) => idle.into_iter().find_map(|(g, slot, idle_tat)| {
-                shard.groups[g]
-                    .reclaim(slot, idle_tat, key.to_owned(), tag, now_ms)
-                    .then(|| found(g, slot))
-                    .flatten()
+                shard.groups[g].reclaim(slot, idle_tat, key.to_owned(), tag, now_ms)
             }),
         }
     }
