@@ -11,24 +11,47 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long the run takes: rounds per measurement and the length of one slice.
+mod keyed;
+
+/// How long the run takes, and on how many threads.
 struct Plan {
     rounds: usize,
     slice: Duration,
+    threads: Vec<usize>,
 }
 
-const THREADS: [usize; 3] = [1, 2, 4];
-const KEYS: u64 = 1_000;
+const USAGE: &str = "usage: leakgate bench [--quick] [--threads N,N,...]";
 const CONTENDERS: [&str; 4] = ["leakgate (tsc)", "leakgate (coarse)", "governor", "mutex bucket"];
+/// Index of the contender the others are compared with.
+const GOVERNOR: usize = 2;
+
+fn parse(args: &[String]) -> Result<Plan, String> {
+    let mut plan = Plan { rounds: 9, slice: Duration::from_millis(50), threads: vec![1, 2, 4] };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => (plan.rounds, plan.slice) = (3, Duration::from_millis(15)),
+            "--threads" => {
+                let list = args.next().ok_or("--threads needs a list such as 1,2,4,8,16")?;
+                plan.threads = list
+                    .split(',')
+                    .map(|n| match n.trim().parse::<usize>() {
+                        Ok(n @ 1..=1024) => Ok(n),
+                        _ => Err(format!("--threads: {n:?} is not a count from 1 to 1024")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+    }
+    Ok(plan)
+}
 
 pub(crate) fn run(args: &[String]) -> ExitCode {
-    let plan = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        [] => Plan { rounds: 9, slice: Duration::from_millis(50) },
-        ["--quick"] => Plan { rounds: 3, slice: Duration::from_millis(15) },
-        other => {
-            eprintln!(
-                "leakgate bench: unexpected argument(s) {other:?}; usage: leakgate bench [--quick]"
-            );
+    let plan = match parse(args) {
+        Ok(plan) => plan,
+        Err(why) => {
+            eprintln!("leakgate bench: {why}; {USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -41,9 +64,9 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
          {:?} slices, contenders interleaved.\n",
         plan.rounds, plan.slice
     );
-    let progress = std::io::stderr().is_terminal();
-    let total = 2 * THREADS.len() * plan.rounds * CONTENDERS.len() + 2 * plan.rounds * 2;
-    let mut done = 0;
+    let mut progress = Progress::new(
+        (2 + keyed::KEY_COUNTS.len()) * plan.threads.len() * plan.rounds * CONTENDERS.len(),
+    );
     let mut rows = Vec::new();
     for (name, scenario) in [("allowed", Scenario::Allowed), ("denied", Scenario::Denied)] {
         let tsc = scenario.leakgate(TscClock::new());
@@ -51,46 +74,67 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         let governor = scenario.governor();
         let mutex = scenario.mutex_bucket();
         let gates: [&dyn Gate; 4] = [&tsc, &coarse, &governor, &mutex];
-        for threads in THREADS {
-            let mut samples = vec![Vec::new(); gates.len()];
-            for _ in 0..plan.rounds {
-                for (i, gate) in gates.iter().enumerate() {
-                    if progress {
-                        done += 1;
-                        eprint!(
-                            "\r\x1b[K[{done}/{total}] {name}, {threads} thread(s), {}",
-                            CONTENDERS[i]
-                        );
-                    }
-                    samples[i].push(ns_per_decision(*gate, threads, plan.slice));
-                }
-            }
-            let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-            rows.push((name, threads, medians));
-        }
+        rows.extend(measure(&plan, name, &gates, &mut progress));
     }
-    let keyed = KeyedGates::new();
-    let keyed_gates: [&dyn Gate; 2] = [&keyed.leakgate, &keyed.governor];
     let mut keyed_rows = Vec::new();
-    for threads in [1, 2] {
-        let mut samples = vec![Vec::new(); 2];
+    for keys in keyed::KEY_COUNTS {
+        progress.say(&format!("keyed: inserting {keys} keys"));
+        let gates = keyed::KeyedGates::new(keys);
+        keyed_rows.extend(measure(&plan, &format!("{keys} keys"), &gates.all(), &mut progress));
+    }
+    progress.say("");
+    print_table("scenario", &CONTENDERS, GOVERNOR, &rows);
+    println!(
+        "\nkeyed: tracked u64 keys, every check allowed; each thread walks the shared keys in its \
+         own scattered order.\n'coarse': both libraries on a clock refreshed every millisecond."
+    );
+    print_table("keys", &keyed::CONTENDERS, keyed::GOVERNOR, &keyed_rows);
+    println!("\n'vs governor' is throughput relative to governor: above 1 is faster.");
+    ExitCode::SUCCESS
+}
+
+/// One row per thread count: each contender's median ns/decision over the plan's rounds.
+type Row = (String, usize, Vec<f64>);
+
+/// Measures `gates` on every thread count of the plan, interleaved within each round.
+fn measure(plan: &Plan, name: &str, gates: &[&dyn Gate], progress: &mut Progress) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for &threads in &plan.threads {
+        let mut samples = vec![Vec::new(); gates.len()];
         for _ in 0..plan.rounds {
-            for (i, gate) in keyed_gates.iter().enumerate() {
-                if progress {
-                    done += 1;
-                    eprint!("\r\x1b[K[{done}/{total}] keyed, {threads} thread(s)");
-                }
-                samples[i].push(ns_per_decision(*gate, threads, plan.slice));
+            for (gate, samples) in gates.iter().zip(&mut samples) {
+                progress.step(&format!("{name}, {threads} thread(s)"));
+                samples.push(ns_per_decision(*gate, threads, plan.slice));
             }
         }
-        keyed_rows.push((threads, samples.iter_mut().map(|s| median(s)).collect::<Vec<_>>()));
+        rows.push((name.to_owned(), threads, samples.iter_mut().map(|s| median(s)).collect()));
     }
-    if progress {
-        eprint!("\r\x1b[K");
+    rows
+}
+
+/// A one-line progress counter on stderr, when stderr is a terminal.
+struct Progress {
+    shown: bool,
+    done: usize,
+    total: usize,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        Progress { shown: std::io::stderr().is_terminal(), done: 0, total }
     }
-    print_table(&rows);
-    print_keyed_table(&keyed_rows);
-    ExitCode::SUCCESS
+
+    fn step(&mut self, what: &str) {
+        self.done += 1;
+        let line = format!("[{}/{}] {what}", self.done, self.total);
+        self.say(&line);
+    }
+
+    fn say(&self, line: &str) {
+        if self.shown {
+            eprint!("\r\x1b[K{line}");
+        }
+    }
 }
 
 /// Runs `threads` threads on `gate` for one slice; returns wall nanoseconds per decision.
@@ -129,92 +173,20 @@ fn median(samples: &mut [f64]) -> f64 {
     samples[samples.len() / 2]
 }
 
-fn print_table(rows: &[(&str, usize, Vec<f64>)]) {
+fn print_table(label: &str, contenders: &[&str], governor: usize, rows: &[Row]) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "{:<9} {:>7}  {:<18} {:>12} {:>9} {:>12}",
-        "scenario", "threads", "implementation", "ns/decision", "Mops/s", "vs governor"
-    );
-    for (name, threads, medians) in rows {
-        let governor = medians[2];
-        for (who, ns) in CONTENDERS.iter().zip(medians) {
-            let _ = writeln!(
-                out,
-                "{name:<9} {threads:>7}  {who:<18} {ns:>12.2} {:>9.1} {:>11.2}x",
-                1e3 / ns,
-                governor / ns
-            );
-        }
-    }
-    let _ = writeln!(out, "\n'vs governor' is throughput relative to governor: above 1 is faster.");
-}
-
-/// Per-key limiters over [`KEYS`] keys that are all tracked and always allowed; each call checks
-/// the next key of a per-thread scattered sequence.
-struct KeyedGates {
-    leakgate: KeyedGate<leakgate::KeyedLimiter<u64>>,
-    governor: KeyedGate<governor::DefaultKeyedRateLimiter<u64>>,
-}
-
-struct KeyedGate<L>(L);
-
-std::thread_local!(static NEXT_KEY: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
-
-/// The calling thread's next key, scattered over `0..KEYS`.
-fn next_key() -> u64 {
-    NEXT_KEY.with(|n| {
-        let i = n.get().wrapping_add(1);
-        n.set(i);
-        (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16) % KEYS
-    })
-}
-
-impl KeyedGates {
-    fn new() -> Self {
-        let allowed =
-            leakgate::Quota::new(100_000_000_000, Duration::from_secs(1), 1_000_000_000_000)
-                .expect("valid quota");
-        let max = std::num::NonZeroU32::new(u32::MAX).expect("not zero");
-        let gates = KeyedGates {
-            leakgate: KeyedGate(leakgate::KeyedLimiter::with_capacity(allowed, 4 * KEYS as usize)),
-            governor: KeyedGate(governor::RateLimiter::keyed(
-                governor::Quota::per_second(max).allow_burst(max),
-            )),
-        };
-        for key in 0..KEYS {
-            assert!(
-                gates.leakgate.0.check(&key).is_ok() && gates.governor.0.check_key(&key).is_ok()
-            );
-        }
-        gates
-    }
-}
-
-impl Gate for KeyedGate<leakgate::KeyedLimiter<u64>> {
-    fn allow(&self) -> bool {
-        self.0.check(&next_key()).is_ok()
-    }
-}
-
-impl Gate for KeyedGate<governor::DefaultKeyedRateLimiter<u64>> {
-    fn allow(&self) -> bool {
-        self.0.check_key(&next_key()).is_ok()
-    }
-}
-
-fn print_keyed_table(rows: &[(usize, Vec<f64>)]) {
-    println!("\nkeyed: {KEYS} tracked u64 keys, always allowed, scattered order");
-    println!(
-        "{:>7}  {:<18} {:>12} {:>9} {:>12}",
+        "{label:<12} {:>7}  {:<18} {:>12} {:>9} {:>12}",
         "threads", "implementation", "ns/decision", "Mops/s", "vs governor"
     );
-    for (threads, medians) in rows {
-        for (who, ns) in ["leakgate keyed", "governor keyed"].iter().zip(medians) {
-            println!(
-                "{threads:>7}  {who:<18} {ns:>12.2} {:>9.1} {:>11.2}x",
+    for (name, threads, medians) in rows {
+        for (who, ns) in contenders.iter().zip(medians) {
+            let _ = writeln!(
+                out,
+                "{name:<12} {threads:>7}  {who:<18} {ns:>12.2} {:>9.1} {:>11.2}x",
                 1e3 / ns,
-                medians[1] / ns
+                medians[governor] / ns
             );
         }
     }

@@ -12,7 +12,8 @@ const USAGE: &str = "\
 leakgate: exact, lock-free GCRA rate limiting
 
 USAGE:
-    leakgate bench [--quick]                 compare leakgate, a mutex token bucket and governor
+    leakgate bench [--quick] [--threads 1,2,4]
+                                             compare leakgate, a mutex token bucket and governor
     leakgate pace RATE [--burst B] [--max-wait D] [--drop]
                                              pass stdin to stdout at RATE (e.g. 1/s, 100/min)
     leakgate help                            this text
