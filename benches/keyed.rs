@@ -6,6 +6,11 @@
 //! `keyed_coarse`: both on a clock refreshed every millisecond by a background thread
 //! (leakgate's `CoarseClock`, governor's `QuantaUpkeepClock`), which takes the clock read
 //! (about 12 ns on this kind of machine) out of the comparison and leaves the tables.
+//!
+//! Group `keyed_floor`: no limiter at all, only what any keyed limiter must do per check, as a
+//! lower bound for the figures above: read the clock (or not), then one CAS on a word in a line
+//! picked in the same scattered order, among as many lines as leakgate's table has groups for
+//! that many keys. No key is hashed, compared or protected.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::clock::{Clock as GovernorClock, QuantaUpkeepClock};
@@ -15,6 +20,7 @@ use governor::{Quota as GovernorQuota, RateLimiter};
 use leakgate::{Clock, CoarseClock, KeyedLimiter, Quota, TscClock};
 use std::hint::black_box;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -126,12 +132,50 @@ fn keyed(c: &mut Criterion) {
     }
 }
 
+/// The floor: per check, an optional clock read and one CAS on a word of a scattered line.
+fn floor(c: &mut Criterion) {
+    let clock = TscClock::new();
+    let mut group = c.benchmark_group("keyed_floor");
+    group.throughput(Throughput::Elements(1));
+    for keys in [1_000u64, 1_000_000] {
+        // As many 64-byte lines as the keyed table has groups of four slots for `keys` keys.
+        let lines = (2 * keys).next_power_of_two() / 4;
+        let words: Vec<AtomicU64> = (0..lines * 8).map(|_| AtomicU64::new(0)).collect();
+        let cas = |i: u64, now: u64| {
+            let word = &words[key(i, 0, lines) as usize * 8];
+            // Relaxed: a lone counter standing in for a bucket's state word.
+            let tat = word.load(Ordering::Relaxed);
+            let new = tat.max(now) + 1;
+            black_box(word.compare_exchange(tat, new, Ordering::Relaxed, Ordering::Relaxed).is_ok())
+        };
+        group.bench_function(BenchmarkId::new("cas_only", format!("{keys}_keys")), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for i in 0..iters {
+                    cas(i, i);
+                }
+                start.elapsed()
+            })
+        });
+        group.bench_function(BenchmarkId::new("tsc_and_cas", format!("{keys}_keys")), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for i in 0..iters {
+                    cas(i, clock.now_ns());
+                }
+                start.elapsed()
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(30);
-    targets = keyed
+    targets = keyed, floor
 }
 criterion_main!(benches);
