@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod backoff;
 mod clock;
 mod decision;
 mod gcra;

@@ -20,12 +20,13 @@
 //! (`remember`). So an admission at an earlier clock starts from `max(TAT, now) = TAT`, exactly the
 //! state that admission at the latest time seen would start from.
 
+use crate::backoff::Backoff;
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::{Rate, Refusal};
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::CachePadded;
 use std::fmt;
 
 /// A single rate-limited bucket, shared by reference or `Arc` among threads.

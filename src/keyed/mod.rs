@@ -9,12 +9,13 @@ mod table;
 
 pub use snapshot::KeyState;
 
+use crate::backoff::Backoff;
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::Rate;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::CachePadded;
 use group::{Found, Tat, SEALED};
 use std::borrow::Borrow;
 use std::fmt;

@@ -23,11 +23,11 @@
 //! A hole left in the middle of the queue cannot be reused with one state word: later requests
 //! already know their times.
 
+use crate::backoff::Backoff;
 use crate::clock::{Clock, TscClock};
 use crate::decision::Denied;
 use crate::limiter::Limiter;
 use crate::sync::Ordering;
-use crossbeam_utils::Backoff;
 use std::fmt;
 use std::time::Duration;
 
