@@ -24,19 +24,20 @@ pub(super) const CONTENDERS: [&str; 4] =
 /// Index of the contender the others are compared with.
 pub(super) const GOVERNOR: usize = 2;
 
-type GovernorUpkeep = governor::RateLimiter<
+/// governor's keyed limiter (a DashMap of GCRA cells) on clock `C`.
+type GovernorKeyed<C> = governor::RateLimiter<
     u64,
     DefaultKeyedStateStore<u64>,
-    QuantaUpkeepClock,
-    NoOpMiddleware<governor::clock::QuantaInstant>,
+    C,
+    NoOpMiddleware<<C as governor::clock::Clock>::Instant>,
 >;
 
 /// The four contenders, each tracking `keys` keys.
 pub(super) struct KeyedGates {
     tsc: KeyedGate<KeyedLimiter<u64, TscClock>>,
     coarse: KeyedGate<KeyedLimiter<u64, CoarseClock>>,
-    governor: KeyedGate<governor::DefaultKeyedRateLimiter<u64>>,
-    governor_coarse: KeyedGate<GovernorUpkeep>,
+    governor: KeyedGate<GovernorKeyed<governor::clock::DefaultClock>>,
+    governor_coarse: KeyedGate<GovernorKeyed<QuantaUpkeepClock>>,
 }
 
 /// A keyed limiter and the size of the key set its checks draw from.
@@ -114,13 +115,7 @@ impl<C: Clock> Gate for KeyedGate<KeyedLimiter<u64, C>> {
     }
 }
 
-impl Gate for KeyedGate<governor::DefaultKeyedRateLimiter<u64>> {
-    fn allow(&self) -> bool {
-        self.limiter.check_key(&next_key(self.keys)).is_ok()
-    }
-}
-
-impl Gate for KeyedGate<GovernorUpkeep> {
+impl<C: governor::clock::Clock + Sync> Gate for KeyedGate<GovernorKeyed<C>> {
     fn allow(&self) -> bool {
         self.limiter.check_key(&next_key(self.keys)).is_ok()
     }
