@@ -168,6 +168,13 @@ impl Model {
     }
 }
 
+/// A quota of one unit per millisecond (`count` per `count` ms) with `burst`, and an empty exact
+/// model of it.
+fn one_per_ms(count: u64, burst: u64) -> (Quota, Model) {
+    let q = Quota::new(count, Duration::from_nanos(1_000_000 * count), burst).unwrap();
+    (q, Model { t: 1_000_000, tau: 1_000_000 * burst, burst, tat: HashMap::new() })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
@@ -179,11 +186,10 @@ proptest! {
         count in 1u64..50, burst in 1u64..4,
         steps in prop::collection::vec((0u8..20, 0u64..3, 0u64..400), 1..300),
     ) {
-        let q = Quota::new(count, Duration::from_nanos(1_000_000 * count), burst).unwrap(); // T = 1 ms
+        let (q, mut model) = one_per_ms(count, burst);
         let clock = ManualClock::new();
         let small = KeyedLimiter::<u8, _>::with_capacity_and_clock(q, 64, clock.clone());
         let large = KeyedLimiter::<u8, _>::with_capacity_and_clock(q, 4096, clock.clone());
-        let mut model = Model { t: 1_000_000, tau: 1_000_000 * burst, burst, tat: HashMap::new() };
         let mut now = 0u64;
         for (key, n, dt_us) in steps {
             now += dt_us * 1_000;
@@ -237,10 +243,9 @@ proptest! {
         count in 1u64..50, burst in 1u64..4,
         steps in prop::collection::vec((0u8..8, 0u64..3, 0u64..1500), 1..300),
     ) {
-        let q = Quota::new(count, Duration::from_nanos(1_000_000 * count), burst).unwrap(); // T = 1 ms
+        let (q, model) = one_per_ms(count, burst);
         let clock = ManualClock::new();
         let table = KeyedLimiter::<u8, _>::with_layout(q, 1, 4, clock.clone());
-        let model = Model { t: 1_000_000, tau: 1_000_000 * burst, burst, tat: HashMap::new() };
         let mut bounded = Bounded { model, slots: 4, overflow: 0 };
         let mut now = 0u64;
         for (key, n, dt_us) in steps {
