@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 mod keyed;
 
 /// How long the run takes, and on how many threads.
+#[derive(Debug)]
 struct Plan {
     rounds: usize,
     slice: Duration,
@@ -189,5 +190,26 @@ fn print_table(label: &str, contenders: &[&str], governor: usize, rows: &[Row]) 
                 medians[governor] / ns
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn thread_lists_and_bad_arguments() {
+        let plan = parse(&args("")).unwrap();
+        assert_eq!((plan.rounds, plan.threads), (9, vec![1, 2, 4]));
+        let plan = parse(&args("--threads 1,2,16 --quick")).unwrap();
+        assert_eq!((plan.rounds, plan.threads), (3, vec![1, 2, 16]));
+        assert!(parse(&args("--threads 0")).unwrap_err().contains("\"0\""));
+        assert!(parse(&args("--threads 2,x")).unwrap_err().contains("\"x\""));
+        assert!(parse(&args("--threads")).unwrap_err().contains("needs a list"));
+        assert!(parse(&args("--fast")).unwrap_err().contains("--fast"));
     }
 }
