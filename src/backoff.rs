@@ -15,11 +15,11 @@
 //!
 //! A retry loop on one word is lock-free, not wait-free: under saturation one thread can keep
 //! losing. Per-check latency of one limiter hammered by 16 threads on that Xeon (a scratch
-//! program timing every check): with 2^8, p50 63 ns, p99.99 4 to 8 µs, but the slowest check
-//! took 0.6 s; with 2^6, p50 150 ns, p99.99 about 3 ms, slowest 0.3 to 0.4 s. Reloading the
-//! word after a long wait (so the retry is not doomed by a stale value) cut the slowest check to
-//! 5 to 12 ms but pushed p50 to 470 to 830 ns and throughput below governor's, so it was not
-//! kept.
+//! program timing every check, six runs): with 2^8, p50 53 to 65 ns and p99.99 4 to 8 µs, but
+//! the slowest check took 0.6 to 1.1 s; with 2^6 (two runs), p50 150 to 170 ns, p99.99 about
+//! 3 ms, slowest 0.3 to 0.4 s. Reloading the word after a wait, so that the retry is not doomed
+//! by a stale value, cut the slowest check to 2 to 12 ms but pushed p50 to 470 to 830 ns and
+//! throughput down to governor's or below, so it was not kept.
 
 use std::cell::Cell;
 // A CPU hint, not a scheduling point: under loom the retried CAS is what gets scheduled.
