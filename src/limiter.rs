@@ -115,7 +115,7 @@ impl<C: Clock> Limiter<C> {
             match self.rate.admit(tat, now, n, 0) {
                 Ok(new_tat) if new_tat == tat => {
                     self.remember(tat, now);
-                    return Ok(Admitted::new(tat.saturating_sub(now), self.rate.scale()));
+                    return Ok(Admitted::from_units(tat.saturating_sub(now), self.rate.scale()));
                 }
                 Ok(new_tat) => {
                     // Relaxed on both outcomes: atomicity alone orders competing updates; on
@@ -126,7 +126,7 @@ impl<C: Clock> Limiter<C> {
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     ) {
-                        Ok(_) => return Ok(Admitted::new(new_tat - now, self.rate.scale())),
+                        Ok(_) => return Ok(Admitted::from_units(new_tat - now, self.rate.scale())),
                         Err(actual) => {
                             tat = actual;
                             // Lost a race: let the winner keep the cache line for a moment.
@@ -158,7 +158,7 @@ impl<C: Clock> Limiter<C> {
         if refusal == Refusal::Never {
             self.remember(tat, now);
         }
-        Denied::new(tat.saturating_sub(now), refusal.wait(), self.rate.scale())
+        Denied::from_units(tat.saturating_sub(now), refusal.wait(), self.rate.scale())
     }
 
     /// The quota this limiter enforces.

@@ -210,11 +210,13 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 moved => return Err(moved),
             };
             let decision = match self.rate.admit(tat, now, n, 0) {
-                Ok(new_tat) if new_tat == tat => Ok(Admitted::new(tat.saturating_sub(now), scale)),
+                Ok(new_tat) if new_tat == tat => {
+                    Ok(Admitted::from_units(tat.saturating_sub(now), scale))
+                }
                 Ok(new_tat) if new_tat != SEALED => match group.cas_tat(slot, tat, new_tat) {
                     Ok(()) => {
                         group.mark_used(slot, millis(now_ns));
-                        Ok(Admitted::new(new_tat - now, scale))
+                        Ok(Admitted::from_units(new_tat - now, scale))
                     }
                     Err(actual) => {
                         seen = Some(actual);
@@ -222,8 +224,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                         continue;
                     }
                 },
-                Ok(_) => Err(Denied::new(tat.saturating_sub(now), None, scale)),
-                Err(refusal) => Err(Denied::new(tat.saturating_sub(now), refusal.wait(), scale)),
+                Ok(_) => Err(Denied::from_units(tat.saturating_sub(now), None, scale)),
+                Err(refusal) => {
+                    Err(Denied::from_units(tat.saturating_sub(now), refusal.wait(), scale))
+                }
             };
             return Ok(decision);
         }
@@ -235,14 +239,14 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     fn untracked(&self, n: u64, overflowed: bool) -> Result<Admitted, Denied> {
         let scale = self.rate.scale();
         if n == 0 {
-            Ok(Admitted::new(0, scale))
+            Ok(Admitted::from_units(0, scale))
         } else if n > self.quota.burst() {
-            Err(Denied::new(0, None, scale))
+            Err(Denied::from_units(0, None, scale))
         } else {
             debug_assert!(overflowed);
             // Relaxed: a statistics counter.
             self.overflow.fetch_add(1, Ordering::Relaxed);
-            Err(Denied::new(scale.tau(), Some(scale.interval()), scale))
+            Err(Denied::from_units(scale.tau(), Some(scale.interval()), scale))
         }
     }
 

@@ -129,7 +129,7 @@ impl<C: Clock> Limiter<C> {
             let new_tat = match self.rate.admit(tat, now, n, max_wait) {
                 Ok(new_tat) => new_tat,
                 Err(refusal) => {
-                    return Err(Denied::new(tat.saturating_sub(now), refusal.wait(), scale));
+                    return Err(Denied::from_units(tat.saturating_sub(now), refusal.wait(), scale));
                 }
             };
             // Relaxed on both outcomes: atomicity alone orders competing updates; on failure the
