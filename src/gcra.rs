@@ -3,27 +3,31 @@
 //! # Implementation details
 //!
 //! Time is counted in fixed-point *units*. One unit is `T / S` where `T = period / count` is the
-//! emission interval and `S = max(1, ceil(4 * T / 1 ns))`, so:
+//! emission interval and `S = max(1, ceil(k * T / 1 ns))` for a fineness `k` of 4, 2 or 1, so:
 //!
 //! * one emission interval is exactly `S` units and a request of cost `n` moves the state by
 //!   exactly `n * S` units: every increment is an integer, so nothing drifts, whatever the rate;
-//! * a unit is at most a quarter of a nanosecond (it lies in `(0.2 ns, 0.25 ns]` when
-//!   `T >= 1 ns`), so rounding a clock reading to whole units moves a decision only when the clock
-//!   lies within 0.25 ns of its boundary, and a reported duration, rounded to the nearest
-//!   nanosecond, is within 0.75 ns of the exact rational value;
-//! * when `T` is a whole number of nanoseconds a unit is exactly 0.25 ns, every conversion is
+//! * a unit is at most `1/k` of a nanosecond, so rounding a clock reading to whole units moves a
+//!   decision only when the clock lies within `1/k` ns of its boundary;
+//! * when `T` is a whole number of nanoseconds a unit is exactly `1/k` ns, every conversion is
 //!   exact, and every decision and reported time matches the rational model exactly.
 //!
-//! 2^64 units cover at least 116 years when `T >= 1 ns` (rates up to 10^9 per second), and at
-//! least 5.8 years at the highest rate a quota may have
-//! ([`MAX_RATE_PER_SECOND`](crate::quota::MAX_RATE_PER_SECOND)); past the end of its range a clock
-//! reading saturates at `u64::MAX` units and every request is denied.
+//! `k` is the finest of 4, 2 and 1 (1 only for a whole-nanosecond `T`) at which a bucket of
+//! `tau = burst * T` still fits beside [`CLOCK_HORIZON_NS`] (100 years) of clock: quarter
+//! nanoseconds for every bucket shorter than about 46 years, coarser units for the long ones, and
+//! a [`QuotaError::BurstTooLarge`](crate::QuotaError::BurstTooLarge) for a bucket that fits at none.
+//! Above 10^9 units per second (`T` under 1 ns) no century is promised: `S = max(1, ceil(4T))`,
+//! the clock's range is `2^64` units (at least 5.8 years at the highest rate), and `tau` may take
+//! at most half of it. Past the end of its range a clock reading saturates at `u64::MAX` units
+//! and every request is denied.
 //!
 //! The clock conversion is one 64x64.64 fixed-point multiply (two `u64 x u64 -> u128` products),
-//! so the hot path has no division; the divisions needed to report `remaining()` and durations are
-//! done only when a caller asks for them, in [`crate::decision`].
+//! so the hot path has no division; the exact `u128` division that turns units back into
+//! nanoseconds is done only when a caller asks for a report, in [`crate::decision`].
 
-use crate::quota::Quota;
+/// One hundred years of 365.25 days, in nanoseconds: the clock range every quota of at most
+/// 10^9 units per second is correct for, with its whole bucket on top.
+pub(crate) const CLOCK_HORIZON_NS: u64 = 3_155_760_000_000_000_000;
 
 /// A quota compiled into fixed-point units. Immutable, `Copy`, shared by all readers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +49,9 @@ pub(crate) struct Scale {
     interval: u64,
     /// `tau = burst * S`: the bucket's capacity, in units.
     tau: u64,
-    /// Nanoseconds per unit (at most 1/4) in 1/2^64, rounded down.
-    ns_per_unit_q64: u64,
+    /// The quota's period in nanoseconds and its count: one unit is `period / (count * S)` ns.
+    period_ns: u64,
+    count: u64,
 }
 
 /// Why [`Rate::admit`] refused a request. The state does not change.
@@ -54,8 +59,8 @@ pub(crate) struct Scale {
 pub(crate) enum Refusal {
     /// The request would conform after this many more units of time.
     Wait(u64),
-    /// The request can never conform: its cost is above the burst, or the clock is past the end of
-    /// the representable range.
+    /// The request can never conform: its cost is above the burst, or the state it would leave is
+    /// past the end of the representable range.
     Never,
 }
 
@@ -71,37 +76,51 @@ impl Refusal {
 }
 
 impl Rate {
-    /// Compiles a quota, or `None` when `tau` does not fit in 64 bits.
-    pub(crate) fn new(quota: &Quota) -> Option<Rate> {
-        let count = u128::from(quota.count());
-        let period = u128::from(quota.period_ns());
-        let interval = u64::try_from((4 * period).div_ceil(count)).ok()?.max(1);
-        let tau = quota.burst().checked_mul(interval)?;
+    /// Compiles `count` units per `period_ns` with a burst of `burst` (all at least 1), or `None`
+    /// when the bucket does not fit beside the promised clock range at any fineness.
+    pub(crate) fn new(count: u64, period_ns: u64, burst: u64) -> Option<Rate> {
+        let whole_ns = period_ns.is_multiple_of(count);
+        [4, 2, 1]
+            .into_iter()
+            .filter(|&k| k > 1 || whole_ns)
+            .find_map(|k| Rate::with_fineness(count, period_ns, burst, k))
+    }
+
+    /// The rate at units of `T / max(1, ceil(k * T))`, if its bucket fits the clock range.
+    fn with_fineness(count: u64, period_ns: u64, burst: u64, k: u128) -> Option<Rate> {
+        let (count_w, period) = (u128::from(count), u128::from(period_ns));
+        let interval = u64::try_from((k * period).div_ceil(count_w)).ok()?.max(1);
+        let tau = burst.checked_mul(interval)?;
         // count * S / period, as 64.64 fixed point rounded *up*, so that a clock reading that is an
         // exact multiple of T converts to an exact multiple of S (rounding down would make the
         // bucket look one unit fuller than it is, exactly at the boundary). The excess is below
-        // 2^-64 units per ns, under one unit over the whole clock range. count * S < 2^65 and the
+        // 2^-64 units per ns, under one unit over the whole clock range. count * S < 2^66 and the
         // remainder is below period < 2^64, so neither shift overflows u128, and the rounded-up
         // fraction stays below 2^64 because period < 2^64.
-        let units_per_period = count * u128::from(interval);
+        let units_per_period = count_w * u128::from(interval);
         let units_per_ns_int = u64::try_from(units_per_period / period).ok()?;
         let units_per_ns_frac = ((units_per_period % period) << 64).div_ceil(period) as u64;
-        // period / (count * S) <= 1/4: a unit is never longer than a quarter nanosecond, so the
-        // quotient fits in 62 bits.
-        let ns_per_unit_q64 = ((period << 64) / units_per_period) as u64;
-        Some(Rate {
-            scale: Scale { interval, tau, ns_per_unit_q64 },
-            burst: quota.burst(),
+        let rate = Rate {
+            scale: Scale { interval, tau, period_ns, count },
+            burst,
             units_per_ns_int,
             units_per_ns_frac,
-        })
+        };
+        let fits = if period_ns >= count {
+            // A century of clock with a whole bucket on top stays below the saturation point.
+            let horizon = rate.units_at(CLOCK_HORIZON_NS);
+            horizon < u64::MAX && horizon.checked_add(tau).is_some()
+        } else {
+            tau <= u64::MAX / 2
+        };
+        fits.then_some(rate)
     }
 
     /// A clock reading in nanoseconds, in units, rounded down; `u64::MAX` past the range.
     #[inline]
     pub(crate) fn units_at(&self, ns: u64) -> u64 {
         if self.units_per_ns_frac == 0 {
-            // A whole number of units per nanosecond (4 whenever T is a whole number of ns).
+            // A whole number of units per nanosecond (k whenever T is a whole number of ns).
             return ns.saturating_mul(self.units_per_ns_int);
         }
         let ns = u128::from(ns);
@@ -114,7 +133,7 @@ impl Rate {
     /// allowed to wait up to `max_wait` units past the conformance boundary (0 for a meter).
     ///
     /// Returns the new state, or why the request is refused. A new state equal to `tat` (cost 0)
-    /// needs no write.
+    /// needs no write. No step overflows, whatever the inputs.
     #[inline]
     pub(crate) fn admit(&self, tat: u64, now: u64, n: u64, max_wait: u64) -> Result<u64, Refusal> {
         if n == 0 {
@@ -126,12 +145,19 @@ impl Rate {
         // n <= burst, so the product is at most tau and cannot overflow.
         let cost = n * self.scale.interval;
         let start = tat.max(now);
-        // Units of backlog after admission, beyond what the bucket may hold right now.
-        let over = (start - now + cost).saturating_sub(self.scale.tau);
+        // Units of backlog after admission beyond what the bucket may hold right now,
+        // `start - now + cost - tau`, written so that nothing overflows (cost <= tau).
+        let over = (start - now).saturating_sub(self.scale.tau - cost);
         if over > max_wait {
             return Err(Refusal::Wait(over - max_wait));
         }
         start.checked_add(cost).ok_or(Refusal::Never)
+    }
+
+    /// The units a request of cost `n` moves the state by (`n * S`), for `1 <= n <= burst`.
+    #[inline]
+    pub(crate) fn cost(&self, n: u64) -> u64 {
+        n.saturating_mul(self.scale.interval)
     }
 
     /// The reporting part, for decisions.
@@ -181,12 +207,15 @@ impl Scale {
         self.tau
     }
 
-    /// Units to nanoseconds, rounded to the nearest (exact when a unit is a quarter nanosecond).
+    /// Units to nanoseconds, rounded to the nearest, exactly: `units * period / (count * S)` in
+    /// `u128`, saturating at `u64::MAX`.
     pub(crate) fn units_to_ns(&self, units: u64) -> u64 {
-        // units < 2^64 and the factor < 2^62, so adding one half cannot overflow u128; the result
-        // is below 2^62 and always fits.
-        let ns = u128::from(units) * u128::from(self.ns_per_unit_q64) + (1 << 63);
-        (ns >> 64) as u64
+        // units and period are below 2^64, so their product fits u128; count * S < 2^66.
+        let numerator = u128::from(units) * u128::from(self.period_ns);
+        let denominator = u128::from(self.count) * u128::from(self.interval);
+        let (quotient, remainder) = (numerator / denominator, numerator % denominator);
+        let rounded = quotient + u128::from(2 * remainder >= denominator);
+        u64::try_from(rounded).unwrap_or(u64::MAX)
     }
 
     /// Units of cost that would conform with `backlog` units of state ahead of the clock:
@@ -199,10 +228,8 @@ impl Scale {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
     fn rate(count: u64, period_ns: u64, burst: u64) -> Rate {
-        Rate::new(&Quota::new(count, Duration::from_nanos(period_ns), burst).unwrap()).unwrap()
+        Rate::new(count, period_ns, burst).unwrap()
     }
 
     #[test]
@@ -263,5 +290,39 @@ mod tests {
         assert_eq!(r.admit(0, 400, 3, 0), Err(Refusal::Never));
         assert_eq!(r.admit(480, 400, 1, 40), Ok(520));
         assert_eq!(r.admit(u64::MAX - 5, u64::MAX - 5, 1, 0), Err(Refusal::Never));
+    }
+
+    const YEAR_NS: u64 = 365 * 86_400 * 1_000_000_000;
+
+    #[test]
+    fn no_step_overflows_for_a_century_long_bucket() {
+        // Two per century, burst 2: a third request at 0 waits 50 years, reported exactly.
+        let r = rate(2, 100 * YEAR_NS, 2);
+        let full = r.admit(0, 0, 2, 0).unwrap();
+        let Err(Refusal::Wait(wait)) = r.admit(full, 0, 1, 0) else { panic!("must wait") };
+        assert_eq!(r.scale().units_to_ns(wait), 50 * YEAR_NS);
+    }
+
+    #[test]
+    fn long_buckets_use_coarser_units_to_keep_a_century_of_clock() {
+        // One per 50 years: quarter-nanosecond units would overflow at 100 years of clock.
+        let r = rate(1, 50 * YEAR_NS, 1);
+        let century = r.units_at(CLOCK_HORIZON_NS);
+        assert!(r.admit(0, century, 1, 0).is_ok());
+        assert_eq!(r.scale().units_to_ns(r.scale().interval()), 50 * YEAR_NS);
+        // A bucket that fits at no fineness is refused.
+        assert!(Rate::new(1, u64::MAX, 1).is_none());
+        assert_ne!((200 * YEAR_NS + 1) % 7, 0);
+        assert!(Rate::new(7, 200 * YEAR_NS + 1, 7).is_none(), "fractional T: at most ~95 years");
+    }
+
+    #[test]
+    fn reported_times_are_exact_to_the_nearest_nanosecond() {
+        // T = 0.0428 ns at 2.3e10/s: a state 19 years ahead converts back within half a ns.
+        let r = rate(2_988_575_458, 127_781_132, 1);
+        let t = 610_931_235_664_900_864u64;
+        let units = r.units_at(t) + r.scale().interval();
+        let exact = (u128::from(units) * 127_781_132) as f64 / 2_988_575_458.0;
+        assert!((r.scale().units_to_ns(units) as f64 - exact).abs() <= 0.5);
     }
 }

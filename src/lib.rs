@@ -36,16 +36,16 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod backoff;
+mod bucket;
 mod clock;
 mod decision;
 mod gcra;
 mod keyed;
 mod limiter;
 mod manual_clock;
-mod queue;
 mod quota;
 mod quota_parse;
+mod reserve;
 mod sync;
 
 pub use clock::{Clock, CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
@@ -53,8 +53,8 @@ pub use decision::{Admitted, Denied};
 pub use keyed::{KeyState, KeyedLimiter, DEFAULT_CAPACITY};
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
-pub use queue::{Reservation, WaitPolicy};
 pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
+pub use reserve::{Reservation, WaitPolicy};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

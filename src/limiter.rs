@@ -1,31 +1,17 @@
-//! [`Limiter`]: one bucket, one atomic word, updated by compare-and-swap.
-//!
-//! # Implementation details
+//! [`Limiter`]: one bucket, one atomic word, updated by the protocol in [`crate::bucket`].
 //!
 //! The whole state is the theoretical arrival time `TAT`, in the rate's fixed-point units (see
-//! [`crate::gcra`]) since the clock's origin. A decision reads the clock once, loads `TAT`, runs the
-//! pure GCRA step, and, only if the request conforms, publishes the new `TAT` with a CAS; if the CAS
-//! loses a race it retries the step against the value that won. A denial never writes, so denied
-//! traffic leaves the cache line shared and scales across cores.
-//!
-//! Every operation on the word is `Relaxed`. The word publishes no other memory: its value is the
-//! entire state, and correctness needs only that read-modify-writes of one location are totally
-//! ordered, which atomicity gives at any ordering. A thread whose clock reading is older than the
-//! winner's simply decides at an earlier time, which is never more permissive (see below).
-//!
-//! Clocks that go backwards: the step uses `max(TAT, now)`. Admission at an earlier time is never
-//! easier than at a later one. `TAT` is never below the latest time the limiter has seen: an
-//! admission leaves `TAT` past its time, a denial (cost within the burst) only happens when `TAT` is
-//! already past the time, and the requests that take nothing raise an idle `TAT` to their time
-//! (`remember`). So an admission at an earlier clock starts from `max(TAT, now) = TAT`, exactly the
-//! state that admission at the latest time seen would start from.
+//! [`crate::gcra`]) since the clock's origin. A decision reads the clock once and hands the word
+//! to [`bucket::take`]: a denial is a load and a compare and writes nothing, so denied traffic
+//! leaves the cache line shared and scales across cores; an admission is one CAS, or under
+//! contention one `fetch_add`, so no check waits on the others for long.
 
-use crate::backoff::Backoff;
+use crate::bucket::{self, Refused};
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::{Rate, Refusal};
 use crate::quota::Quota;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::AtomicU64;
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
@@ -44,10 +30,11 @@ pub struct Limiter<C: Clock = TscClock> {
     /// `TAT`: the theoretical arrival time in the rate's units since the clock's origin
     /// (`0..=u64::MAX`; 0 is a new, empty bucket). Alone on its cache line, so CAS traffic does
     /// not evict the read-only fields below from other cores.
-    pub(crate) tat: CachePadded<AtomicU64>,
-    pub(crate) rate: Rate,
+    /// Read and written only through [`crate::bucket`].
+    tat: CachePadded<AtomicU64>,
+    rate: Rate,
     quota: Quota,
-    pub(crate) clock: C,
+    clock: C,
 }
 
 impl Limiter<TscClock> {
@@ -74,7 +61,7 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Self {
-        let rate = Rate::new(&quota).expect("a validated Quota always compiles to a Rate");
+        let rate = quota.rate();
         Limiter { tat: CachePadded::new(AtomicU64::new(0)), rate, quota, clock }
     }
 
@@ -107,58 +94,44 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn check_n(&self, n: u64) -> Result<Admitted, Denied> {
-        let now = self.rate.units_at(self.clock.now_ns());
-        // Relaxed: the word is the whole state and publishes nothing else (module docs).
-        let mut tat = self.tat.load(Ordering::Relaxed);
-        let backoff = Backoff::new();
-        loop {
-            match self.rate.admit(tat, now, n, 0) {
-                Ok(new_tat) if new_tat == tat => {
-                    self.remember(tat, now);
-                    return Ok(Admitted::from_units(tat.saturating_sub(now), self.rate.scale()));
-                }
-                Ok(new_tat) => {
-                    // Relaxed on both outcomes: atomicity alone orders competing updates; on
-                    // failure the step is simply rerun against the value that won.
-                    match self.tat.compare_exchange_weak(
-                        tat,
-                        new_tat,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => return Ok(Admitted::from_units(new_tat - now, self.rate.scale())),
-                        Err(actual) => {
-                            tat = actual;
-                            // Lost a race: let the winner keep the cache line for a moment.
-                            backoff.spin();
-                        }
-                    }
-                }
-                Err(refusal) => return Err(self.denied(tat, now, refusal)),
-            }
+        let now = self.now();
+        let tat = self.take(now, n, 0)?;
+        Ok(Admitted::from_units(tat.saturating_sub(now), self.rate.scale()))
+    }
+
+    /// The clock's reading, in the rate's units.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.rate.units_at(self.clock.now_ns())
+    }
+
+    /// Takes `n` at `now` allowing `max_wait` units of wait (see [`bucket::take`]): the state
+    /// left on success.
+    #[inline]
+    pub(crate) fn take(&self, now: u64, n: u64, max_wait: u64) -> Result<u64, Denied> {
+        match bucket::take(&*self.tat, &self.rate, now, n, max_wait) {
+            Ok(Ok(tat)) => Ok(tat),
+            Ok(Err(refused)) => Err(self.denied(refused, now)),
+            Err(never) => match never {},
         }
     }
 
-    /// Records `now` in an idle bucket (`TAT < now`) by raising `TAT` to `now`, for the requests
-    /// that take nothing (a peek, a cost above the burst). No answer at `now` or later changes (an
-    /// idle bucket is empty either way), but a clock that later jumps back behind `now` is then
-    /// held to what it would get at `now`, as for every other request. A bucket that is not idle
-    /// already holds a `TAT` past `now`, so nothing is written: denials of costs within the burst
-    /// and peeks at a busy bucket stay read-only.
-    #[inline]
-    fn remember(&self, tat: u64, now: u64) {
-        if tat < now {
-            // Relaxed: as for the CAS; fetch_max keeps whichever of the racing values is later.
-            self.tat.fetch_max(now, Ordering::Relaxed);
-        }
+    /// Undoes a request of `cost` units that left the state at `after`, if nothing was granted
+    /// since (see [`bucket::undo`]).
+    pub(crate) fn undo(&self, after: u64, cost: u64) -> bool {
+        bucket::undo(&*self.tat, after, cost)
     }
 
     #[cold]
-    fn denied(&self, tat: u64, now: u64, refusal: Refusal) -> Denied {
-        if refusal == Refusal::Never {
-            self.remember(tat, now);
-        }
-        Denied::from_units(tat.saturating_sub(now), refusal.wait(), self.rate.scale())
+    fn denied(&self, refused: Refused, now: u64) -> Denied {
+        let Refused { tat, why } = refused;
+        Denied::from_units(tat.saturating_sub(now), Refusal::wait(why), self.rate.scale())
+    }
+
+    /// The compiled rate.
+    #[inline]
+    pub(crate) fn rate(&self) -> &Rate {
+        &self.rate
     }
 
     /// The quota this limiter enforces.

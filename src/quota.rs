@@ -1,5 +1,6 @@
 //! What a quota is: `count` units per `period`, at most `burst` at once, validated once.
 
+use crate::gcra::Rate;
 use std::fmt;
 use std::time::Duration;
 
@@ -55,7 +56,9 @@ pub enum QuotaError {
     PeriodTooLong,
     /// More than [`MAX_RATE_PER_SECOND`] units per second.
     RateTooHigh,
-    /// `burst * T` is too long to represent (longer than about a century).
+    /// The bucket, `burst * T`, is too long to keep exact beside a century of clock (longer than
+    /// about 480 years, or 95 when `T` is not a whole number of nanoseconds; above 10^9 units
+    /// per second, longer than half the clock's range).
     BurstTooLarge,
     /// A quota string did not parse; the message names the bad part.
     Parse(String),
@@ -75,7 +78,7 @@ impl fmt::Display for QuotaError {
                 "the rate of a quota must be at most {MAX_RATE_PER_SECOND} units per second"
             ),
             Self::BurstTooLarge => f.write_str(
-                "burst * (period / count) is too long: the bucket would span more than about a century",
+                "burst * (period / count) is too long: the bucket cannot stay exact beside a century of clock",
             ),
             Self::Parse(msg) => write!(f, "invalid quota: {msg}"),
         }
@@ -111,11 +114,10 @@ impl Quota {
         {
             return Err(QuotaError::RateTooHigh);
         }
-        let quota = Quota { count, period_ns, burst };
-        if crate::gcra::Rate::new(&quota).is_none() {
+        if Rate::new(count, period_ns, burst).is_none() {
             return Err(QuotaError::BurstTooLarge);
         }
-        Ok(quota)
+        Ok(Quota { count, period_ns, burst })
     }
 
     /// `count` units per second, with a burst of `count`.
@@ -207,5 +209,11 @@ impl Quota {
 
     pub(crate) fn period_ns(&self) -> u64 {
         self.period_ns
+    }
+
+    /// The quota compiled into fixed-point units; every validated quota compiles.
+    pub(crate) fn rate(&self) -> Rate {
+        Rate::new(self.count, self.period_ns, self.burst)
+            .expect("Quota::new only builds quotas that compile to a Rate")
     }
 }

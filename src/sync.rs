@@ -17,3 +17,14 @@ pub(crate) use loom::sync::{Arc, Mutex};
 /// `std`'s atomics under every cfg, for process-wide state that loom never models (the coarse
 /// clock's shared time, written by a real background thread).
 pub(crate) use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
+
+/// Whether this is a loom build: the models shrink a few bounds (retry counts, spare room) so that
+/// every path they guard is explored.
+pub(crate) const LOOM: bool = cfg!(loom);
+
+#[cfg(loom)]
+pub(crate) use loom::hint::spin_loop;
+/// A hint to the CPU inside a retry loop; under loom, a point where the model lets another thread
+/// run (a bare spin would make the model loop forever).
+#[cfg(not(loom))]
+pub(crate) use std::hint::spin_loop;

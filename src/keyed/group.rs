@@ -163,6 +163,22 @@ impl<K> Group<K> {
             .map(drop)
     }
 
+    /// Raises slot `slot`'s `TAT` to at least `now` (below [`SEALED`]): a sealed slot stays sealed,
+    /// and raising an idle `TAT` keeps it idle and growing, whichever key holds it.
+    #[inline]
+    pub(crate) fn raise_tat(&self, slot: usize, now: u64) {
+        // Relaxed: as for a successful CAS; the value is the bucket's whole state.
+        self.tats[slot].fetch_max(now.min(SEALED - 1), Ordering::Relaxed);
+    }
+
+    /// Lowers slot `slot`'s `TAT` from `from` to `to` if it still holds `from` (an undo); on
+    /// failure, the value found.
+    #[inline]
+    pub(crate) fn lower_tat(&self, slot: usize, from: u64, to: u64) -> Result<(), u64> {
+        // Relaxed: as for a successful CAS. Strong: a spurious failure would give up an exact undo.
+        self.tats[slot].compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed).map(drop)
+    }
+
     /// Records an admission at `now_ms` for snapshots.
     #[inline]
     pub(crate) fn mark_used(&self, slot: usize, now_ms: u32) {

@@ -4,19 +4,20 @@
 mod group;
 mod hasher;
 mod page;
+mod slot;
 mod snapshot;
 mod table;
 
 pub use snapshot::KeyState;
 
-use crate::backoff::Backoff;
+use crate::bucket;
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::Rate;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
-use group::{Found, Tat, SEALED};
+use group::{Found, Tat};
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::Hash;
@@ -122,7 +123,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// per shard): for tests and models that need a tiny table.
     #[doc(hidden)]
     pub fn with_layout(quota: Quota, shards: usize, slots_per_shard: usize, clock: C) -> Self {
-        let rate = Rate::new(&quota).expect("a validated Quota always compiles to a Rate");
+        let rate = quota.rate();
         KeyedLimiter {
             table: Table::new(shards, slots_per_shard),
             rate,
@@ -191,7 +192,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
-    /// `check_n` against a found slot; why not, if the slot may no longer hold the key.
+    /// `check_n` against a found slot, by the bucket protocol; why not, if the slot may no longer
+    /// hold the key.
     #[inline]
     fn check_slot(
         &self,
@@ -200,36 +202,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         now_ns: u64,
         n: u64,
     ) -> Result<Result<Admitted, Denied>, Tat> {
-        let Found { group, slot, version } = *found;
         let scale = self.rate.scale();
-        let backoff = Backoff::new();
-        let mut seen = None;
-        loop {
-            let tat = match group.tat(slot, version, seen) {
-                Tat::Current(tat) => tat,
-                moved => return Err(moved),
-            };
-            let decision = match self.rate.admit(tat, now, n, 0) {
-                Ok(new_tat) if new_tat == tat => {
-                    Ok(Admitted::from_units(tat.saturating_sub(now), scale))
+        match bucket::take(found, &self.rate, now, n, 0)? {
+            Ok(tat) => {
+                if n > 0 {
+                    found.group.mark_used(found.slot, millis(now_ns));
                 }
-                Ok(new_tat) if new_tat != SEALED => match group.cas_tat(slot, tat, new_tat) {
-                    Ok(()) => {
-                        group.mark_used(slot, millis(now_ns));
-                        Ok(Admitted::from_units(new_tat - now, scale))
-                    }
-                    Err(actual) => {
-                        seen = Some(actual);
-                        backoff.spin();
-                        continue;
-                    }
-                },
-                Ok(_) => Err(Denied::from_units(tat.saturating_sub(now), None, scale)),
-                Err(refusal) => {
-                    Err(Denied::from_units(tat.saturating_sub(now), refusal.wait(), scale))
-                }
-            };
-            return Ok(decision);
+                Ok(Ok(Admitted::from_units(tat.saturating_sub(now), scale)))
+            }
+            Err(refused) => {
+                let backlog = refused.tat.saturating_sub(now);
+                Ok(Err(Denied::from_units(backlog, refused.why.wait(), scale)))
+            }
         }
     }
 

@@ -4,8 +4,13 @@
 //!
 //! Reserving is a check whose GCRA step may wait: [`Rate::admit`](crate::gcra::Rate::admit) with a
 //! non-zero `max_wait` admits a request whose conformance time `TAT' - tau` lies up to `max_wait`
-//! ahead, and the same Relaxed CAS loop as `Limiter::check_n` publishes `TAT'`. Each reservation
-//! starts where the last one ended, so without cancellations their times are in CAS order: FIFO.
+//! ahead, and the bucket protocol ([`crate::bucket::take`]) publishes `TAT'` as for a check. Each
+//! reservation starts where the last one ended, so without cancellations their times are in the
+//! order their writes reached the word: FIFO.
+//!
+//! A reservation reaches the limiter that granted it through [`Lane`], borrowed or shared in an
+//! `Arc`, so one type serves a `Limiter` and a keyed bucket, on the stack or moved to another
+//! thread or task.
 //!
 //! Cancelling undoes a reservation only while it is the last one made: if `TAT` still equals
 //! `TAT_r`, the state it left, one CAS puts `TAT` back to `TAT_r - c`, exactly the state it started
@@ -23,12 +28,12 @@
 //! A hole left in the middle of the queue cannot be reused with one state word: later requests
 //! already know their times.
 
-use crate::backoff::Backoff;
-use crate::clock::{Clock, TscClock};
+use crate::clock::Clock;
 use crate::decision::Denied;
+use crate::gcra::Rate;
 use crate::limiter::Limiter;
-use crate::sync::Ordering;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A request given a time to go: a place in the bucket's queue.
@@ -68,14 +73,60 @@ use std::time::Duration;
 /// # Ok::<(), leakgate::QuotaError>(())
 /// ```
 #[must_use = "a reservation is kept even if unused: wait for it or cancel it"]
-pub struct Reservation<'a, C: Clock = TscClock> {
-    limiter: &'a Limiter<C>,
+pub struct Reservation<'a> {
+    lane: LaneRef<'a>,
+    place: Place,
+}
+
+/// The limiter a reservation came from, borrowed or shared.
+enum LaneRef<'a> {
+    Borrowed(&'a dyn Lane),
+    Shared(Arc<dyn Lane + 'a>),
+}
+
+/// What a reservation needs from the limiter that granted it.
+pub(crate) trait Lane: Send + Sync {
+    /// The limiter's clock, in nanoseconds.
+    fn clock_ns(&self) -> u64;
+    /// The limiter's rate.
+    fn rate(&self) -> &Rate;
+    /// Undoes `place` if it is still the last request its bucket granted (see [`Place`]).
+    fn give_back(&self, place: &Place) -> bool;
+}
+
+/// A granted place in a bucket's queue.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Place {
     /// `n * S`: the units of state this reservation holds (0 for a reservation of cost 0).
-    cost: u64,
+    pub(crate) cost: u64,
     /// `TAT_r`: the bucket's state just after this reservation was made, in units.
-    tat_after: u64,
+    pub(crate) tat_after: u64,
     /// When it may go, in units since the clock's origin: `max(TAT_r - tau, now)`.
-    ready_at: u64,
+    pub(crate) ready_at: u64,
+}
+
+impl Place {
+    /// The place of a request of cost `n` granted at `now` that left the state at `tat_after`.
+    pub(crate) fn granted(rate: &Rate, now: u64, n: u64, tat_after: u64) -> Place {
+        let cost = if n == 0 { 0 } else { rate.cost(n) };
+        let ready_at =
+            if n == 0 { now } else { tat_after.saturating_sub(rate.scale().tau()).max(now) };
+        Place { cost, tat_after, ready_at }
+    }
+}
+
+impl<C: Clock> Lane for Limiter<C> {
+    fn clock_ns(&self) -> u64 {
+        self.clock().now_ns()
+    }
+
+    fn rate(&self) -> &Rate {
+        Limiter::rate(self)
+    }
+
+    fn give_back(&self, place: &Place) -> bool {
+        self.undo(place.tat_after, place.cost)
+    }
 }
 
 impl<C: Clock> Limiter<C> {
@@ -87,14 +138,14 @@ impl<C: Clock> Limiter<C> {
     /// assert!(lim.reserve(std::time::Duration::ZERO).unwrap().is_ready());
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
-    pub fn reserve(&self, max_wait: Duration) -> Result<Reservation<'_, C>, Denied> {
+    pub fn reserve(&self, max_wait: Duration) -> Result<Reservation<'_>, Denied> {
         self.reserve_n(1, max_wait)
     }
 
     /// Reserves `n` units, to go at the earliest time they conform, if that is at most `max_wait`
     /// from now; otherwise denies and changes nothing. At most `max_wait / T` units are ever
     /// queued. `max_wait = 0` is a [`check_n`](Limiter::check_n) that hands back a reservation;
-    /// `Duration::MAX` never denies a cost within the burst. Lock-free: one CAS, retried on races.
+    /// `Duration::MAX` never denies a cost within the burst. Lock-free.
     ///
     /// On denial, `retry_after()` is how much later the same reservation would fit within
     /// `max_wait`, and `None` when `n` is above the burst (it can never go). `n = 0` is always
@@ -111,52 +162,62 @@ impl<C: Clock> Limiter<C> {
     /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
-    pub fn reserve_n(&self, n: u64, max_wait: Duration) -> Result<Reservation<'_, C>, Denied> {
-        if n == 0 || n > self.quota().burst() {
-            // Nothing to queue: a peek, or a cost that can never go. `check_n` answers both and
-            // records the time in an idle bucket, which keeps the backwards-clock guarantee.
-            self.check_n(n)?;
-            let now = self.rate.units_at(self.clock.now_ns());
-            return Ok(Reservation { limiter: self, cost: 0, tat_after: 0, ready_at: now });
-        }
-        let max_wait = self.rate.ns_to_units_ceil(duration_ns(max_wait));
-        let now = self.rate.units_at(self.clock.now_ns());
-        let scale = self.rate.scale();
-        // Relaxed, as in `check_n`: the word is the whole state and publishes nothing else.
-        let mut tat = self.tat.load(Ordering::Relaxed);
-        let backoff = Backoff::new();
-        loop {
-            let new_tat = match self.rate.admit(tat, now, n, max_wait) {
-                Ok(new_tat) => new_tat,
-                Err(refusal) => {
-                    return Err(Denied::from_units(tat.saturating_sub(now), refusal.wait(), scale));
-                }
-            };
-            // Relaxed on both outcomes: atomicity alone orders competing updates; on failure the
-            // step is rerun against the value that won, so places are handed out in CAS order.
-            match self.tat.compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => {
-                    // 1 <= n <= burst: the cost is at most tau, and the step added it to `tat`.
-                    let cost = n * scale.interval();
-                    let ready_at = new_tat.saturating_sub(scale.tau()).max(now);
-                    return Ok(Reservation { limiter: self, cost, tat_after: new_tat, ready_at });
-                }
-                Err(actual) => {
-                    tat = actual;
-                    backoff.spin();
-                }
-            }
-        }
+    pub fn reserve_n(&self, n: u64, max_wait: Duration) -> Result<Reservation<'_>, Denied> {
+        let place = self.place(n, max_wait)?;
+        Ok(Reservation::borrowed(self, place))
+    }
+
+    /// [`reserve_n`](Limiter::reserve_n) for a limiter in an `Arc`: the reservation holds a clone
+    /// of the `Arc`, so it can be moved to another thread or task and outlive this borrow.
+    ///
+    /// ```
+    /// # use leakgate::{Limiter, ManualClock, Quota};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let lim = Arc::new(Limiter::with_clock(Quota::per_second(2)?, ManualClock::new()));
+    /// let r = lim.reserve_n_owned(1, Duration::ZERO).unwrap();
+    /// std::thread::spawn(move || r.wait()).join().unwrap();
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn reserve_n_owned(
+        self: &Arc<Self>,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation<'static>, Denied>
+    where
+        C: 'static,
+    {
+        let place = self.place(n, max_wait)?;
+        Ok(Reservation::shared(self.clone(), place))
+    }
+
+    /// Takes `n` units allowing `max_wait`, and says where they are.
+    fn place(&self, n: u64, max_wait: Duration) -> Result<Place, Denied> {
+        let now = self.now();
+        let max_wait = self.rate().ns_to_units_ceil(duration_ns(max_wait));
+        let tat_after = self.take(now, n, max_wait)?;
+        Ok(Place::granted(self.rate(), now, n, tat_after))
     }
 }
 
-/// A duration in whole nanoseconds, saturating at `u64::MAX` (about 584 years).
-pub(crate) fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
+impl<'a> Reservation<'a> {
+    /// A reservation of `place`, granted by `lane`.
+    pub(crate) fn borrowed(lane: &'a dyn Lane, place: Place) -> Self {
+        Reservation { lane: LaneRef::Borrowed(lane), place }
+    }
 
-impl<'a, C: Clock> Reservation<'a, C> {
+    /// A reservation of `place`, granted by `lane`, holding it.
+    pub(crate) fn shared(lane: Arc<dyn Lane + 'a>, place: Place) -> Self {
+        Reservation { lane: LaneRef::Shared(lane), place }
+    }
+
+    fn lane(&self) -> &dyn Lane {
+        match &self.lane {
+            LaneRef::Borrowed(lane) => *lane,
+            LaneRef::Shared(lane) => &**lane,
+        }
+    }
+
     /// The time it may go, as a reading of the limiter's clock (the first nanosecond at which the
     /// request conforms: never early).
     ///
@@ -176,7 +237,12 @@ impl<'a, C: Clock> Reservation<'a, C> {
 
     /// [`ready_at`](Reservation::ready_at) in nanoseconds of the limiter's clock.
     pub(crate) fn ready_at_ns(&self) -> u64 {
-        self.limiter.rate.first_ns_reaching(self.ready_at)
+        self.lane().rate().first_ns_reaching(self.place.ready_at)
+    }
+
+    /// The limiter's clock, in nanoseconds.
+    pub(crate) fn clock_ns(&self) -> u64 {
+        self.lane().clock_ns()
     }
 
     /// How long from now until it may go (zero once it may).
@@ -190,7 +256,7 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn delay(&self) -> Duration {
-        Duration::from_nanos(self.ready_at_ns().saturating_sub(self.limiter.clock.now_ns()))
+        Duration::from_nanos(self.ready_at_ns().saturating_sub(self.clock_ns()))
     }
 
     /// Whether it may go now.
@@ -203,19 +269,6 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// ```
     pub fn is_ready(&self) -> bool {
         self.delay().is_zero()
-    }
-
-    /// The limiter it was taken from.
-    ///
-    /// ```
-    /// # use leakgate::{Limiter, ManualClock, Quota};
-    /// let lim = Limiter::with_clock(Quota::per_second(4)?, ManualClock::new());
-    /// let r = lim.reserve(std::time::Duration::ZERO).unwrap();
-    /// assert_eq!(r.limiter().quota(), lim.quota());
-    /// # Ok::<(), leakgate::QuotaError>(())
-    /// ```
-    pub fn limiter(&self) -> &'a Limiter<C> {
-        self.limiter
     }
 
     /// Gives the reservation up before its time, promising not to go. If it is still the last
@@ -238,24 +291,21 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn cancel(self) -> bool {
-        let now = self.limiter.rate.units_at(self.limiter.clock.now_ns());
-        if self.cost == 0 || now >= self.ready_at {
-            return false;
-        }
-        // Its start: `TAT_r = start + cost`, and `start > now` here, since the reservation is not
-        // yet due (`TAT_r - tau > now` and `cost <= tau`): the undo never moves `TAT` behind the
-        // clock.
-        let start = self.tat_after - self.cost;
-        // Relaxed, as in `check_n`: the word is the whole state and publishes nothing else. A
-        // strong CAS, once: it succeeds only while no other request has been granted since.
-        self.limiter
-            .tat
-            .compare_exchange(self.tat_after, start, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
+        let lane = self.lane();
+        let now = lane.rate().units_at(lane.clock_ns());
+        // Not yet due: `TAT_r - tau > now`, and the cost is at most tau, so the undo's target
+        // `TAT_r - cost` is past the clock: the undo never moves `TAT` behind the time it was
+        // asked at.
+        self.place.cost != 0 && now < self.place.ready_at && lane.give_back(&self.place)
     }
 }
 
-impl<C: Clock> fmt::Debug for Reservation<'_, C> {
+/// A duration in whole nanoseconds, saturating at `u64::MAX` (about 584 years).
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl fmt::Debug for Reservation<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reservation").field("ready_at", &self.ready_at()).finish_non_exhaustive()
     }

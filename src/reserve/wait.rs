@@ -3,8 +3,8 @@
 use crate::clock::Clock;
 use crate::decision::Denied;
 use crate::limiter::Limiter;
-use crate::queue::reservation::duration_ns;
-use crate::queue::Reservation;
+use crate::reserve::reservation::duration_ns;
+use crate::reserve::Reservation;
 use std::time::Duration;
 
 /// The longest single OS sleep of a blocking wait. Between sleeps the wait rereads the limiter's
@@ -60,12 +60,12 @@ impl WaitPolicy {
         self.spin
     }
 
-    /// Blocks until `clock` reads at least `deadline_ns`.
-    pub(crate) fn block_until(&self, clock: &impl Clock, deadline_ns: u64) {
+    /// Blocks until `clock_ns` reads at least `deadline_ns`.
+    pub(crate) fn block_until(&self, clock_ns: impl Fn() -> u64, deadline_ns: u64) {
         let spin_ns = duration_ns(self.spin);
         let mut last = None;
         loop {
-            let now = clock.now_ns();
+            let now = clock_ns();
             if now >= deadline_ns {
                 return;
             }
@@ -95,7 +95,7 @@ impl Default for WaitPolicy {
     }
 }
 
-impl<C: Clock> Reservation<'_, C> {
+impl Reservation<'_> {
     /// Blocks until the reservation's time, with the default [`WaitPolicy`]. Returns at once if
     /// it is already due.
     ///
@@ -122,11 +122,24 @@ impl<C: Clock> Reservation<'_, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn wait_with(self, policy: WaitPolicy) {
-        policy.block_until(&self.limiter().clock, self.ready_at_ns());
+        policy.block_until(|| self.clock_ns(), self.ready_at_ns());
     }
 }
 
 impl<C: Clock> Limiter<C> {
+    /// Waits as long as it takes for one unit: `wait_n(1)`.
+    ///
+    /// ```
+    /// # use leakgate::{Limiter, Quota};
+    /// let lim = Limiter::new(Quota::per_second(10_000)?.with_burst(1)?);
+    /// lim.wait()?;
+    /// lim.wait()?; // about 100 µs later
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait(&self) -> Result<(), Denied> {
+        self.wait_n(1)
+    }
+
     /// Waits as long as it takes for `n` units, then returns having taken them: a reservation
     /// with no bound, waited for with the default [`WaitPolicy`]. Denied only when `n` is above
     /// the burst (it could never go). Places are given in the order of the calls.
