@@ -302,6 +302,39 @@ pub(crate) fn undo<W: Word>(word: &W, after: u64, cost: u64) -> bool {
     word.lower(after, after - cost).is_ok()
 }
 
+/// Takes back a charge of `cost` units that left the word at `after`, for a request that was not
+/// admitted after all (all-or-nothing over several buckets). `now` reads the clock in units.
+/// Returns the units given back.
+///
+/// Exactly, when nothing moved the word since (one CAS back to `after - cost`). Otherwise
+/// requests were admitted on top of the charge; taking it all back would move their places
+/// earlier, below the times they were asked at if the bucket was nearly idle. So then only
+/// `min(cost, after - now)` is given back, with the clock read *after* the word was seen: every
+/// request on top starts at or after `after` and read its clock before writing what was seen, so
+/// none is moved below its time, and a word reset by an idle request (which only happens past
+/// `after`) gets nothing back. On a clock that stood still, or moved less than the bucket's
+/// backlog, that is the whole charge; otherwise at most the time the operation took stays, as an
+/// over-charge, until the bucket next drains.
+// Its first caller, the all-or-nothing check of several buckets, is being written.
+#[allow(dead_code)]
+pub(crate) fn refund<W: Word>(word: &W, after: u64, cost: u64, now: impl Fn() -> u64) -> u64 {
+    let mut found = match word.lower(after, after - cost) {
+        Ok(()) => return cost,
+        Err(found) => found,
+    };
+    for _ in 0..UNDO_TRIES {
+        let back = cost.min(after.saturating_sub(now()));
+        if found < after || back == 0 {
+            return 0;
+        }
+        match word.lower(found, found - back) {
+            Ok(()) => return back,
+            Err(now_found) => found = now_found,
+        }
+    }
+    0
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -363,6 +396,27 @@ mod tests {
         assert!(room_to_add(&r, 440, 400, 480, 0), "half full after: 80 spare");
         assert!(!room_to_add(&r, 480, 400, 520, 0), "three quarters full after");
         assert!(room_to_add(&r, 480, 400, 520, 1000), "a queue has its wait to spare too");
+    }
+
+    #[test]
+    fn refund_is_exact_alone_and_never_moves_a_later_admission_below_its_time() {
+        let word = AtomicU64::new(440);
+        assert_eq!(refund(&word, 440, 40, || 400), 40, "nothing on top: exact");
+        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 400);
+        // A charge 420..460 asked at 420, then an admission on top (460..500); at 450 only
+        // 460 - 450 = 10 units can go back without moving the later one below 450.
+        let word = AtomicU64::new(500);
+        assert_eq!(refund(&word, 460, 40, || 450), 10);
+        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 490);
+        // On a clock that stood still (440 the whole time), all of it.
+        let word = AtomicU64::new(520);
+        assert_eq!(refund(&word, 480, 40, || 440), 40);
+        // Reset below the charge by an idle request: nothing.
+        let word = AtomicU64::new(300);
+        assert_eq!(refund(&word, 490, 40, || 450), 0);
+        // Reset above it by a request asked after the charge's end: nothing either.
+        let word = AtomicU64::new(560);
+        assert_eq!(refund(&word, 490, 40, || 520), 0);
     }
 
     #[test]

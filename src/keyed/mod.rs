@@ -23,6 +23,15 @@ use std::fmt;
 use std::hash::Hash;
 use table::Table;
 
+/// A request taken from a key's bucket: the state it left, and the slot holding the bucket (`None`
+/// when the key is not tracked and the request took nothing).
+// `slot`'s first readers, keyed reservations and all-or-nothing checks, are being written.
+#[allow(dead_code)]
+pub(crate) struct Taken<'a, K> {
+    pub(crate) state: u64,
+    pub(crate) slot: Option<Found<'a, K>>,
+}
+
 /// The default number of keys a [`KeyedLimiter`] can track at once: 2^18 = 262,144.
 pub const DEFAULT_CAPACITY: usize = 1 << 18;
 
@@ -169,6 +178,25 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     {
         let now_ns = self.clock.now_ns();
         let now = self.rate.units_at(now_ns);
+        let taken = self.take(key, now, now_ns, n, 0)?;
+        Ok(Admitted::from_units(taken.state.saturating_sub(now), self.rate.scale()))
+    }
+
+    /// Takes a request of cost `n` at `now` (units; `now_ns` its reading) from `key`'s bucket,
+    /// allowed to wait `max_wait` units (see [`bucket::take`]), inserting the key if it needs a
+    /// slot: the state left and the slot that holds it (`None` for an untracked key's peek).
+    pub(crate) fn take<Q>(
+        &self,
+        key: &Q,
+        now: u64,
+        now_ns: u64,
+        n: u64,
+        max_wait: u64,
+    ) -> Result<Taken<'_, K>, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
         let hash = self.table.hash(key);
         let mut insert = false;
         loop {
@@ -178,41 +206,42 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 self.table.find(key, hash)
             };
             match found {
-                Some(found) => match self.check_slot(&found, now, now_ns, n) {
-                    Ok(decision) => return decision,
+                Some(found) => match self.take_from_slot(&found, now, now_ns, n, max_wait) {
+                    Ok(Ok(state)) => return Ok(Taken { state, slot: Some(found) }),
+                    Ok(Err(denied)) => return Err(denied),
                     Err(Tat::Sealed) => insert = true,
                     Err(_) => {}
                 },
                 // Not tracked: a bucket that takes nothing needs no slot.
                 None if n == 0 || n > self.quota.burst() || insert => {
-                    return self.untracked(n, insert);
+                    return self.untracked(n, insert).map(|()| Taken { state: 0, slot: None });
                 }
                 None => insert = true,
             }
         }
     }
 
-    /// `check_n` against a found slot, by the bucket protocol; why not, if the slot may no longer
-    /// hold the key.
+    /// [`KeyedLimiter::take`] on a found slot, by the bucket protocol; why not, if the slot may no
+    /// longer hold the key.
     #[inline]
-    fn check_slot(
+    fn take_from_slot(
         &self,
         found: &Found<'_, K>,
         now: u64,
         now_ns: u64,
         n: u64,
-    ) -> Result<Result<Admitted, Denied>, Tat> {
-        let scale = self.rate.scale();
-        match bucket::take(found, &self.rate, now, n, 0)? {
-            Ok(tat) => {
+        max_wait: u64,
+    ) -> Result<Result<u64, Denied>, Tat> {
+        match bucket::take(found, &self.rate, now, n, max_wait)? {
+            Ok(state) => {
                 if n > 0 {
                     found.group.mark_used(found.slot, millis(now_ns));
                 }
-                Ok(Ok(Admitted::from_units(tat.saturating_sub(now), scale)))
+                Ok(Ok(state))
             }
             Err(refused) => {
                 let backlog = refused.tat.saturating_sub(now);
-                Ok(Err(Denied::from_units(backlog, refused.why.wait(), scale)))
+                Ok(Err(Denied::from_units(backlog, refused.why.wait(), self.rate.scale())))
             }
         }
     }
@@ -220,10 +249,10 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// The answer for a key the table does not hold: a peek sees an empty bucket, a cost above
     /// the burst never conforms, and a key with no room (`overflowed`) is denied and counted.
     #[cold]
-    fn untracked(&self, n: u64, overflowed: bool) -> Result<Admitted, Denied> {
+    fn untracked(&self, n: u64, overflowed: bool) -> Result<(), Denied> {
         let scale = self.rate.scale();
         if n == 0 {
-            Ok(Admitted::from_units(0, scale))
+            Ok(())
         } else if n > self.quota.burst() {
             Err(Denied::from_units(0, None, scale))
         } else {
@@ -269,6 +298,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// ```
     pub fn quota(&self) -> Quota {
         self.quota
+    }
+
+    /// The compiled rate every key's bucket follows.
+    #[allow(dead_code)] // for the all-or-nothing check of several buckets, being written
+    pub(crate) fn rate(&self) -> &Rate {
+        &self.rate
     }
 
     /// The clock this limiter reads.
