@@ -170,6 +170,9 @@ const UNDO_TRIES: u32 = if LOOM { 2 } else { 64 };
 /// up to `max_wait` units past its boundary (0 for a meter): `Ok(state)` when it conforms, with the
 /// state it left (the state seen, for `n = 0`), `Err` with the state it was judged on otherwise.
 /// `Err(Gone)` outside when the word stopped holding the bucket (keyed slots only).
+///
+/// The common cases stay inline and short (a denial is a load and a compare; an uncontended
+/// admission adds one CAS); everything after a lost CAS is out of line.
 #[inline]
 pub(crate) fn take<W: Word>(
     word: &W,
@@ -178,8 +181,29 @@ pub(crate) fn take<W: Word>(
     n: u64,
     max_wait: u64,
 ) -> Result<Result<u64, Refused>, W::Gone> {
-    let mut tat = word.load()?;
-    let mut lost = false;
+    let tat = word.load()?;
+    match rate.admit(tat, now, n, max_wait) {
+        Ok(new) if new != tat && new <= W::MAX_STATE => match word.compare_exchange(tat, new) {
+            Ok(()) => Ok(Ok(new)),
+            Err(found) => contended(word, rate, now, n, max_wait, found?, true),
+        },
+        Err(Refusal::Wait(units)) => Ok(Err(Refused { tat, why: Refusal::Wait(units) })),
+        _ => contended(word, rate, now, n, max_wait, tat, false),
+    }
+}
+
+/// The rest of [`take`]: after a lost CAS (`lost`, and `tat` is the value found), and the rare
+/// answers (cost 0, a cost above the burst, a state past the range).
+#[inline(never)]
+fn contended<W: Word>(
+    word: &W,
+    rate: &Rate,
+    now: u64,
+    n: u64,
+    max_wait: u64,
+    mut tat: u64,
+    mut lost: bool,
+) -> Result<Result<u64, Refused>, W::Gone> {
     loop {
         let new = match rate.admit(tat, now, n, max_wait) {
             // Cost 0: nothing to take, but the time is recorded.
@@ -242,9 +266,7 @@ enum Added {
     Lowered,
 }
 
-/// The add path: one `fetch_add`, checked after the fact (module docs). Kept out of line: the
-/// uncontended path is a load and a CAS.
-#[inline(never)]
+/// The add path: one `fetch_add`, checked after the fact (module docs).
 fn add<W: Word>(word: &W, rate: &Rate, now: u64, n: u64, max_wait: u64, seen: u64) -> Added {
     let cost = rate.cost(n);
     if seen < now {
