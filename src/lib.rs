@@ -39,6 +39,7 @@
 mod bucket;
 mod clock;
 mod decision;
+pub mod docs;
 mod gcra;
 mod keyed;
 mod limiter;

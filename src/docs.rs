@@ -1,0 +1,166 @@
+//! Long-form documentation: what leakgate promises, exactly. No code lives here.
+//!
+//! * [`meaning`]: what a quota is and what every number a decision reports means;
+//! * [`keyed`]: how a [`KeyedLimiter`](crate::KeyedLimiter) answers per key;
+//! * [`queue`]: the leaky bucket as a queue, reservations and waits;
+//! * [`concurrency`]: what the lock-free protocol guarantees under contention.
+
+pub mod meaning {
+    //! # What a quota and a decision mean
+    //!
+    //! leakgate implements the Generic Cell Rate Algorithm (GCRA), exactly.
+    //!
+    //! A [`Quota`](crate::Quota) is `count` units per `period`, with at most `burst` units at
+    //! once. Let `T = period / count`, the *emission interval* (an exact rational, never
+    //! rounded), and `tau = burst * T`, the bucket's capacity in time.
+    //!
+    //! A bucket's whole state is its theoretical arrival time `TAT`. A new bucket is empty
+    //! (`TAT <= now`): a full `burst` is available at once.
+    //!
+    //! A request of cost `n` at time `t`:
+    //!
+    //! * conforms iff `max(TAT, t) + n*T - t <= tau`; then `TAT := max(TAT, t) + n*T`;
+    //! * otherwise it is denied and the state does not change;
+    //! * `n = 0` always conforms and changes nothing (a peek);
+    //! * `n > burst` can never conform: it is denied with no retry time.
+    //!
+    //! What a decision reports, with `TAT'` the state after it:
+    //!
+    //! * [`remaining()`](crate::Admitted::remaining) `= floor((tau - max(TAT' - t, 0)) / T)`:
+    //!   units that would conform right now;
+    //! * [`reset_after()`](crate::Admitted::reset_after) `= max(TAT' - t, 0)`: time until the
+    //!   bucket is empty again;
+    //! * on denial, [`retry_after()`](crate::Denied::retry_after) `= max(TAT, t) + n*T - tau - t`,
+    //!   the wait after which this same request would conform if nothing else is admitted, or
+    //!   `None` when `n > burst`.
+    //!
+    //! ```
+    //! use leakgate::{Limiter, ManualClock, Quota};
+    //! use std::time::Duration;
+    //!
+    //! // T = 250 ms, tau = 1 s.
+    //! let clock = ManualClock::new();
+    //! let lim = Limiter::with_clock(Quota::per_second(4)?, clock.clone());
+    //! let ok = lim.check_n(3).unwrap();
+    //! assert_eq!((ok.remaining(), ok.reset_after()), (1, Duration::from_millis(750)));
+    //! let no = lim.check_n(2).unwrap_err();
+    //! assert_eq!(no.retry_after(), Some(Duration::from_millis(250)));
+    //! assert_eq!(lim.check_n(5).unwrap_err().retry_after(), None); // above the burst
+    //! clock.advance(Duration::from_millis(250));
+    //! assert!(lim.check_n(2).is_ok());
+    //! # Ok::<(), leakgate::QuotaError>(())
+    //! ```
+    //!
+    //! ## Exactness
+    //!
+    //! No drift, whatever the rate: time is kept in fixed-point units of `T` (see the
+    //! implementation notes of `gcra.rs`), so `3 per second` admits exactly 3 per second for ever
+    //! and `10^10 per second` exactly that. Over any window of length `w` a bucket admits at most
+    //! `burst + w/T` units (plus at most one for rounding), and under continuous demand at least
+    //! that minus one.
+    //!
+    //! When `T` is a whole number of nanoseconds, every decision matches the model above exactly,
+    //! boundary included, and every reported time is exact. Otherwise a decision may differ from
+    //! the model only when `t` lies within 1 ns of its boundary (so requests aimed at every
+    //! boundary may see another sequence than the model's, never more in total than the window
+    //! bound), and reported times are within 1 ns.
+    //!
+    //! ## Range
+    //!
+    //! Times are nanoseconds of a monotonic clock. At any rate up to 10^9 units per second a
+    //! limiter stays exact for at least 100 years of clock, with its whole bucket on top; a quota
+    //! whose bucket cannot (longer than about 480 years, or 95 when `T` is fractional) is refused
+    //! with [`QuotaError::BurstTooLarge`](crate::QuotaError::BurstTooLarge). Faster rates keep at
+    //! least 5.8 years of clock. Past its range a clock reading saturates and every request is
+    //! denied: nothing wraps, nothing panics.
+    //!
+    //! ## Clocks that go backwards
+    //!
+    //! If the clock moves backwards, a limiter never admits more than it would have at the latest
+    //! time it has seen, and never panics. (Every request leaves `TAT` at or past its own time,
+    //! a peek or an oversized request included, so a request at an earlier time starts where it
+    //! would at the latest one.) It may then refuse more than the model would.
+}
+
+pub mod keyed {
+    //! # Keyed limiters
+    //!
+    //! A [`KeyedLimiter`](crate::KeyedLimiter) answers for each key exactly as that key's own
+    //! [`Limiter`](crate::Limiter) would while time moves forward: every key's bucket runs the
+    //! same protocol as a limiter's, in a slot of a bounded table.
+    //!
+    //! An idle bucket (empty: `TAT` before now) is indistinguishable from a new one, so the table
+    //! may forget it and reuse its slot for another key without changing any answer. When the
+    //! clock moves backwards a key never gets more than its own `Limiter` would: a peek or an
+    //! oversized request records the time it saw, and a key whose idle bucket was forgotten comes
+    //! back no earlier than the latest time the table has seen for it; it may be refused more
+    //! only then.
+    //!
+    //! ```
+    //! use leakgate::{KeyedLimiter, ManualClock, Quota};
+    //! let keyed = KeyedLimiter::with_clock(Quota::per_second(1)?, ManualClock::new());
+    //! assert!(keyed.check("alice").is_ok());
+    //! assert!(keyed.check("alice").is_err());
+    //! assert!(keyed.check("bob").is_ok(), "every key has its own bucket");
+    //! # Ok::<(), leakgate::QuotaError>(())
+    //! ```
+}
+
+pub mod queue {
+    //! # The leaky bucket as a queue
+    //!
+    //! [`reserve_n(n, max_wait)`](crate::Limiter::reserve_n) gives a request a time to go instead
+    //! of an answer now. A reservation of cost `n` at time `t` may go at
+    //! `g = max(t, max(TAT, t) + n*T - tau)`; it is granted iff `n <= burst` and
+    //! `g - t <= max_wait`, and then `TAT := max(TAT, t) + n*T`; otherwise it is denied with no
+    //! change. `n = 0` is granted at once and changes nothing. A meter check is a reservation with
+    //! `max_wait = 0`.
+    //!
+    //! Reservations are served in the order they were granted: their `ready_at` never decreases.
+    //! [`cancel`](crate::Reservation::cancel) gives the units back only while the reservation is
+    //! still the last one granted (later ones keep their places, so no unit they stand on is
+    //! handed out twice). The blocking and async waits take their place when they are called and
+    //! give it back, by the same rule, when they are dropped before their time.
+    //!
+    //! ```
+    //! use leakgate::{Limiter, ManualClock, Quota};
+    //! use std::time::Duration;
+    //! let lim = Limiter::with_clock(Quota::per_second(2)?.with_burst(1)?, ManualClock::new());
+    //! let now = lim.reserve(Duration::MAX).unwrap();
+    //! let next = lim.reserve(Duration::MAX).unwrap();
+    //! assert_eq!((now.delay(), next.delay()), (Duration::ZERO, Duration::from_millis(500)));
+    //! # Ok::<(), leakgate::QuotaError>(())
+    //! ```
+}
+
+pub mod concurrency {
+    //! # Under contention
+    //!
+    //! Every limiter is `Send + Sync` and every method takes `&self`. A bucket is one atomic
+    //! word; no method locks, allocates or panics on the decision path.
+    //!
+    //! * **Never more than the quota.** Every admission is checked against a state at least as
+    //!   full as the exact model's for the requests admitted so far, each at its own clock
+    //!   reading: concurrency can make a limiter refuse more, never admit more. This is model
+    //!   checked with loom and tested against an exact model under real threads.
+    //! * **A denial never writes.** It is a clock read, a load and a compare, so denied traffic
+    //!   leaves the bucket's cache line shared and scales across cores.
+    //! * **No check is starved.** An admission is one compare-and-swap; a request that loses it
+    //!   to another takes its place with one `fetch_add`, which cannot lose, and checks the result
+    //!   (near a full bucket, where that could overshoot, it retries the CAS instead, and every
+    //!   lost round there means another request was admitted, so the bucket is soon full and the
+    //!   rest are refused without writing). Keyed buckets use the CAS alone.
+    //!
+    //! What contention may cost, always in the refusing direction:
+    //!
+    //! * while a request that overshot the bucket takes its `fetch_add` back (a few
+    //!   instructions), others see the bucket that much fuller and may be refused where a
+    //!   sequential run would admit them;
+    //! * if the thread of such a request is descheduled between its `fetch_add` and its undo
+    //!   while other requests are admitted on top, its charge stays, at most its own cost, until
+    //!   the bucket next drains;
+    //! * a request is decided at its own clock reading; racing requests with readings a few
+    //!   nanoseconds apart may each be judged at the other's, the later of the two.
+    //!
+    //! `src/bucket.rs` holds the protocol and the argument for each step.
+}
