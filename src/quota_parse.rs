@@ -150,9 +150,8 @@ fn split_period(rest: &str) -> (&str, &str) {
 
 /// `[AMOUNT]UNIT`, e.g. `s`, `1500ms`, `1.5 s`, `2hours`, exactly in nanoseconds.
 fn parse_period(token: &str, input: &str) -> Result<Duration, QuotaError> {
-    let split = token
-        .find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.'))
-        .unwrap_or(token.len());
+    let split =
+        token.find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.')).unwrap_or(token.len());
     let (amount, unit) = token.split_at(split);
     let unit = unit.trim_start();
     let Some(unit_ns) = unit_ns(unit) else {
@@ -194,7 +193,8 @@ fn decimal_times(amount: &str, unit_ns: u64, input: &str) -> Result<u64, QuotaEr
         .filter(|&d| d <= 14)
         .map(|d| 10u128.pow(d))
         .ok_or_else(|| sub_nanosecond(amount, input))?;
-    let fraction: u128 = if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| not_a_number())? };
+    let fraction: u128 =
+        if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| not_a_number())? };
     let fraction_ns = fraction * u128::from(unit_ns);
     if fraction_ns % scale != 0 {
         return Err(sub_nanosecond(amount, input));

@@ -114,7 +114,10 @@ fn validation_errors_come_from_quota_new() {
     assert_eq!(parse("5/s burst 0"), Err(QuotaError::ZeroBurst));
     assert_eq!(parse("1/9999999999d"), Err(QuotaError::PeriodTooLong));
     assert_eq!(parse("1/99999999999999999999s"), Err(QuotaError::PeriodTooLong));
-    assert_eq!(parse("1/999999999999999999999999999999999999999999s"), Err(QuotaError::PeriodTooLong));
+    assert_eq!(
+        parse("1/999999999999999999999999999999999999999999s"),
+        Err(QuotaError::PeriodTooLong)
+    );
     assert_eq!(parse("1000000000000/s"), Err(QuotaError::RateTooHigh));
 }
 
