@@ -1,12 +1,14 @@
 //! `leakgate pace RATE`: stdin to stdout at a rate, lines evenly spaced, bytes unchanged.
 
+mod clock;
 mod pump;
 mod schedule;
 mod signals;
 mod status;
 
 use crate::duration::parse_duration;
-use leakgate::{Clock, Quota, TscClock};
+use clock::MonotonicClock;
+use leakgate::{Clock, Quota};
 use pump::End;
 use schedule::{Mode, Schedule};
 use signals::Signals;
@@ -20,7 +22,8 @@ How lines leave (queue mode, the default):
   a backlog leaves evenly spaced and the long-run rate is exact. If pace or its reader is slow
   for a moment, later lines catch up, never faster than the quota allows: the burst (by
   leakgate's rule, the count when the rate names none: 10/s is '10/s burst 10') is how many may
-  leave at once while catching up. --burst 1 forbids catching up.
+  leave at once while catching up. --burst 1 forbids catching up (a late write is then never
+  made up). Times are read from the system's monotonic clock, and rates are exact against it.
 
 Input:
   stdin is read as it arrives into a queue (at least 65,536 lines, 16 MiB), so a line's wait,
@@ -74,7 +77,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         (true, _) => Mode::Meter,
         (false, max_wait) => Mode::Queue { max_wait: max_wait.unwrap_or(Duration::MAX) },
     };
-    let clock = TscClock::new();
+    let clock = MonotonicClock::new();
     let mut status = Status::new(quota, mode, clock.now_ns());
     if stdout_was_closed() {
         status.finish(clock.now_ns(), Some("stdout is closed: nothing can be delivered".into()));

@@ -39,21 +39,39 @@ fn lowest(offsets: &[f64]) -> f64 {
     offsets.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-#[test]
-fn ten_thousand_per_second_holds_within_half_a_percent_over_two_seconds() {
-    let (rate, lines) = (10_000, 20_001);
+/// Paces `lines` lines at `rate` and returns the achieved rate and the schedule's drift (s),
+/// comparing the lowest offsets of `window` lines at each end.
+fn achieved(rate: u32, lines: u32, window: usize) -> (f64, f64) {
     let offsets = offsets(rate, lines);
-    // Windows of 2,000 lines (200 ms) at each end.
-    let window = 2_000;
     let drift = lowest(&offsets[offsets.len() - window..]) - lowest(&offsets[..window]);
     let span = f64::from(lines - 1) / f64::from(rate);
     let achieved = f64::from(lines - 1) / (span + drift);
     eprintln!(
-        "10000/s: achieved {achieved:.1} lines/s (drift {:.3} ms over {span} s)",
+        "{rate}/s: achieved {achieved:.3} lines/s (drift {:+.3} ms over {span} s)",
         drift * 1e3
     );
+    (achieved, drift)
+}
+
+#[test]
+fn ten_thousand_per_second_holds_within_half_a_percent_over_two_seconds() {
+    // Windows of 2,000 lines (200 ms) at each end.
+    let (rate, drift) = achieved(10_000, 20_001, 2_000);
     // 0.5 % of 2 s is 10 ms: behind (too slow) or ahead (faster than the quota) alike.
-    assert!(drift.abs() <= 0.005 * span, "achieved {achieved:.1}/s, drift {drift:.4} s");
+    assert!(drift.abs() <= 0.005 * 2.0, "achieved {rate:.1}/s, drift {drift:.4} s");
+}
+
+/// The other rates of the issue: 1/s (burst 1: a late write is never made up, so any lateness
+/// stays), 1,000/s and 100,000/s, each within 0.5 %.
+#[test]
+#[ignore]
+fn one_thousand_and_a_hundred_thousand_per_second_hold_within_half_a_percent() {
+    for (rate, lines, window, span) in
+        [(1, 6, 1, 5.0), (1_000, 2_001, 200, 2.0), (100_000, 200_001, 20_000, 2.0)]
+    {
+        let (achieved, drift) = achieved(rate, lines, window);
+        assert!(drift.abs() <= 0.005 * span, "{rate}/s: achieved {achieved:.3}/s");
+    }
 }
 
 #[test]

@@ -6,10 +6,11 @@
 //! a line's time sleep in `poll` until 150 µs before it, then spin with zero-timeout polls, so
 //! lines leave within a few microseconds of their time and input is still read meanwhile.
 
+use super::clock::MonotonicClock;
 use super::schedule::{Arrival, Schedule};
 use super::signals::{Signal, Signals};
 use super::status::Status;
-use leakgate::{Clock, TscClock};
+use leakgate::Clock;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::FileType;
 use std::collections::VecDeque;
@@ -51,8 +52,8 @@ pub(crate) struct Outcome {
 
 /// Runs the loop until stdin ends and the queue is empty, or something stops it.
 pub(crate) fn pump(
-    schedule: &mut Schedule<TscClock>,
-    clock: &TscClock,
+    schedule: &mut Schedule<MonotonicClock>,
+    clock: &MonotonicClock,
     signals: &Signals,
     status: &mut Status,
 ) -> Outcome {
@@ -68,8 +69,8 @@ pub(crate) fn pump(
 }
 
 fn run(
-    schedule: &mut Schedule<TscClock>,
-    clock: &TscClock,
+    schedule: &mut Schedule<MonotonicClock>,
+    clock: &MonotonicClock,
     signals: &Signals,
     status: &mut Status,
     outbox: &mut Outbox,
