@@ -1,6 +1,7 @@
 //! `leakgate`: the command-line face of the leakgate crate.
 //!
 //! * `leakgate pace RATE`: passes stdin to stdout at a rate (queue), or drops what does not conform.
+//! * `leakgate demo [RATE]`: `pace` on a built-in example, each line shown with its time.
 //! * `leakgate bench`: compares leakgate with governor and a mutex token bucket on this machine.
 //!
 //! Each subcommand is one variant of [`Command`] with its own `clap::Args` struct and a `run`
@@ -11,6 +12,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
+mod demo;
 mod duration;
 mod pace;
 
@@ -27,6 +29,8 @@ struct Cli {
 enum Command {
     /// Pass stdin to stdout at a rate, evenly spaced (or drop what does not conform)
     Pace(pace::Args),
+    /// Pace 20 built-in refund requests at RATE (default 5/s), showing when each leaves
+    Demo(demo::Args),
     /// Compare leakgate with governor and a mutex token bucket on this machine
     Bench(bench::Args),
 }
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Pace(args) => pace::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
     }
 }

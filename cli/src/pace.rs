@@ -59,7 +59,8 @@ pub(crate) struct Args {
     drop: bool,
 }
 
-fn parse_rate(text: &str) -> Result<Quota, String> {
+/// Reads RATE for clap.
+pub(crate) fn parse_rate(text: &str) -> Result<Quota, String> {
     text.parse::<Quota>().map_err(|e| e.to_string())
 }
 

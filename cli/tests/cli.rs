@@ -6,7 +6,7 @@ use common::{leakgate, text};
 
 #[test]
 fn help_and_version_on_every_command() {
-    for command in [&[][..], &["pace"], &["bench"]] {
+    for command in [&[][..], &["pace"], &["bench"], &["demo"]] {
         for flag in ["--help", "-h"] {
             let out = leakgate().args(command).arg(flag).output().unwrap();
             assert!(out.status.success(), "{command:?} {flag}: {}", text(&out.stderr));
@@ -21,7 +21,7 @@ fn help_and_version_on_every_command() {
             assert_eq!(text(&out.stdout), format!("{name} {}\n", env!("CARGO_PKG_VERSION")));
         }
     }
-    for topic in ["pace", "bench"] {
+    for topic in ["pace", "bench", "demo"] {
         let out = leakgate().args(["help", topic]).output().unwrap();
         assert!(out.status.success());
         assert!(text(&out.stdout).contains(&format!("Usage: leakgate {topic}")));
@@ -144,4 +144,16 @@ fn bench_throughput_json() {
         (denied["scenario"].as_str(), denied["threads"].as_u64()),
         (Some("denied"), Some(1))
     );
+}
+
+#[test]
+fn demo_paces_the_built_in_example() {
+    let out = leakgate().args(["demo", "200/s"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert_eq!(shown.lines().count(), 20, "{shown}");
+    assert!(shown.lines().all(|l| l.contains(" s  refund #")), "{shown}");
+    assert!(text(&out.stderr).contains("passed 20, dropped 0"), "{}", text(&out.stderr));
+    let out = leakgate().args(["demo", "5/fortnight"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
