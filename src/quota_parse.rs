@@ -196,7 +196,7 @@ fn decimal_times(amount: &str, unit_ns: u64, input: &str) -> Result<u64, QuotaEr
     let fraction: u128 =
         if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| not_a_number())? };
     let fraction_ns = fraction * u128::from(unit_ns);
-    if fraction_ns % scale != 0 {
+    if !fraction_ns.is_multiple_of(scale) {
         return Err(sub_nanosecond(amount, input));
     }
     let ns = whole

@@ -91,7 +91,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut schedule = Schedule::new(quota, mode, clock.clone());
+    let mut schedule = Schedule::new(quota, mode, clock);
     let outcome = pump::pump(&mut schedule, &clock, &signals, &mut status);
     let undelivered = match outcome.undelivered {
         0 => String::new(),

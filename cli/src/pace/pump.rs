@@ -100,7 +100,7 @@ fn run(
         let timeout = if outbox.is_empty() {
             schedule.next_ready().map(|ready| {
                 let left = ready.saturating_sub(clock.now_ns());
-                let sleep = if left <= SPIN_NS { 0 } else { left - SPIN_NS };
+                let sleep = left.saturating_sub(SPIN_NS);
                 Timespec {
                     tv_sec: (sleep / 1_000_000_000) as _,
                     tv_nsec: (sleep % 1_000_000_000) as _,
