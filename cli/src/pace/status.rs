@@ -1,5 +1,6 @@
 //! What `leakgate pace` tells the user on stderr: a live line while it runs (only when stderr is a
-//! terminal) and a one-line summary at the end.
+//! terminal and stdout is not, so the lines themselves do not run through it) and a one-line
+//! summary at the end.
 //!
 //! Rates are lines over a span of time, where the span is never taken shorter than the quota
 //! needs for that many lines (`lines * T`): a burst passed in a millisecond reads as the quota's
@@ -35,7 +36,7 @@ pub(crate) struct Status {
 impl Status {
     /// Starts counting at clock time `now_ns`.
     pub(crate) fn new(quota: Quota, mode: Mode, now_ns: u64) -> Self {
-        let target = if std::io::stderr().is_terminal() {
+        let target = if std::io::stderr().is_terminal() && !std::io::stdout().is_terminal() {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
