@@ -106,11 +106,14 @@ impl Status {
             }
         };
         let trouble = trouble.map(|t| format!("; {t}")).unwrap_or_default();
+        // The effective quota with its burst spelled out, in a form that parses back to it.
+        let mut quota = self.quota.to_string();
+        if !quota.contains("burst") {
+            quota = format!("{quota} burst {}", self.quota.burst());
+        }
         eprintln!(
-            "leakgate pace ({how}, quota {}, burst {}): passed {}, dropped {} in {:.3} s, \
+            "leakgate pace ({how}, quota {quota}): passed {}, dropped {} in {:.3} s, \
              {:.2} lines/s{trouble}",
-            self.quota,
-            self.quota.burst(),
             self.passed,
             self.dropped,
             elapsed_ns as f64 / 1e9,
