@@ -13,122 +13,40 @@
 //! that many keys. No key is hashed, compared or protected.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use governor::clock::{Clock as GovernorClock, QuantaUpkeepClock};
-use governor::middleware::NoOpMiddleware;
-use governor::state::keyed::DashMapStateStore;
-use governor::{Quota as GovernorQuota, RateLimiter};
-use leakgate::{Clock, CoarseClock, KeyedLimiter, Quota, TscClock};
+use leakgate::{Clock, TscClock};
+use leakgate_baselines::{hammer, scattered_key, KeyedContenders, Workload};
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-/// Visits every key of `0..keys` once per `keys` steps in a scattered order (an odd multiplier
-/// modulo a power of two is a permutation), starting at `offset`.
-#[inline]
-fn key(i: u64, offset: u64, keys: u64) -> u64 {
-    (i.wrapping_add(offset).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16) % keys
-}
-
-trait KeyedGate: Sync {
-    fn allow(&self, key: &u64) -> bool;
-}
-
-impl<C: Clock> KeyedGate for KeyedLimiter<u64, C> {
-    #[inline]
-    fn allow(&self, key: &u64) -> bool {
-        self.check(key).is_ok()
-    }
-}
-
-type GovernorKeyed<C> =
-    RateLimiter<u64, DashMapStateStore<u64>, C, NoOpMiddleware<<C as GovernorClock>::Instant>>;
-
-impl<C: GovernorClock + Sync> KeyedGate for GovernorKeyed<C> {
-    #[inline]
-    fn allow(&self, key: &u64) -> bool {
-        self.check_key(key).is_ok()
-    }
-}
-
-fn run(gate: &impl KeyedGate, threads: usize, iters: u64, keys: u64) -> Duration {
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads as u64)
-            .map(|t| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    let offset = t * 7_919;
-                    for i in 0..iters {
-                        black_box(gate.allow(&key(i, offset, keys)));
-                    }
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        for w in workers {
-            w.join().unwrap();
-        }
-        start.elapsed()
-    })
-}
-
-/// Both limiters tracking `keys` keys, every check allowed, compared on 1 and 2 threads.
+/// Two keyed contenders tracking `keys` keys, every check allowed, compared on 1 and 2 threads.
 fn compare(
     c: &mut Criterion,
     group: &str,
     keys: u64,
-    leakgate: &impl KeyedGate,
-    governor: &impl KeyedGate,
+    leakgate: &impl Workload,
+    governor: &impl Workload,
 ) {
-    for k in 0..keys {
-        assert!(leakgate.allow(&k) && governor.allow(&k), "every key tracked and allowed");
-    }
     let mut group = c.benchmark_group(group);
     for threads in [1usize, 2] {
         group.throughput(Throughput::Elements(threads as u64));
         let id = |who: &str| BenchmarkId::new(format!("{who}/{keys}_keys"), threads);
         group.bench_function(id("leakgate"), |b| {
-            b.iter_custom(|iters| run(leakgate, threads, iters, keys))
+            b.iter_custom(|iters| hammer(leakgate, threads, iters))
         });
         group.bench_function(id("governor"), |b| {
-            b.iter_custom(|iters| run(governor, threads, iters, keys))
+            b.iter_custom(|iters| hammer(governor, threads, iters))
         });
     }
     group.finish();
 }
 
-/// Inserts every key, and checks that none took another's slot: the benchmark then measures
-/// lookups of tracked keys only.
-fn assert_all_tracked<C: Clock>(leakgate: &KeyedLimiter<u64, C>, keys: u64) {
-    assert!((0..keys).all(|k| leakgate.allow(&k)));
-    assert_eq!(leakgate.overflow_denials(), 0);
-    assert_eq!(leakgate.snapshot().len() as u64, keys, "a key's slot was reclaimed for another");
-}
-
 fn keyed(c: &mut Criterion) {
-    let allowed = Quota::new(100_000_000_000, Duration::from_secs(1), 1_000_000_000_000).unwrap();
-    let max = NonZeroU32::new(u32::MAX).unwrap();
-    let governor_quota = GovernorQuota::per_second(max).allow_burst(max);
     for keys in [1_000u64, 1_000_000] {
-        let capacity = 2 * keys as usize;
-        let leakgate =
-            KeyedLimiter::<u64>::with_capacity_and_clock(allowed, capacity, TscClock::new());
-        let governor = RateLimiter::keyed(governor_quota);
-        assert_all_tracked(&leakgate, keys);
-        compare(c, "keyed", keys, &leakgate, &governor);
-    }
-    let upkeep = QuantaUpkeepClock::from_interval(Duration::from_millis(1)).unwrap();
-    for keys in [1_000u64, 1_000_000] {
-        let capacity = 2 * keys as usize;
-        let leakgate =
-            KeyedLimiter::<u64, _>::with_capacity_and_clock(allowed, capacity, CoarseClock::new());
-        let governor = RateLimiter::dashmap_with_clock(governor_quota, upkeep.clone());
-        assert_all_tracked(&leakgate, keys);
-        compare(c, "keyed_coarse", keys, &leakgate, &governor);
+        // Every key inserted and checked to be tracked: the benchmark measures lookups only.
+        let contenders = KeyedContenders::new(keys);
+        compare(c, "keyed", keys, &contenders.tsc, &contenders.governor);
+        compare(c, "keyed_coarse", keys, &contenders.coarse, &contenders.governor_coarse);
     }
 }
 
@@ -142,7 +60,7 @@ fn floor(c: &mut Criterion) {
         let lines = (2 * keys).next_power_of_two() / 4;
         let words: Vec<AtomicU64> = (0..lines * 8).map(|_| AtomicU64::new(0)).collect();
         let cas = |i: u64, now: u64| {
-            let word = &words[key(i, 0, lines) as usize * 8];
+            let word = &words[scattered_key(0, i, lines) as usize * 8];
             // Relaxed: a lone counter standing in for a bucket's state word.
             let tat = word.load(Ordering::Relaxed);
             let new = tat.max(now) + 1;

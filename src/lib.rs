@@ -15,6 +15,58 @@
 //! * **Per key.** [`KeyedLimiter`] keeps one bucket per key in a bounded, lock-free table that
 //!   reclaims idle buckets by itself.
 //!
+//! # One limit for a whole process
+//!
+//! Build the limiter once (on the default TSC clock) and share it by reference or `Arc`; every
+//! method takes `&self`.
+//!
+//! ```
+//! use leakgate::{Limiter, Quota};
+//!
+//! // 100 requests a second, up to 20 at once after a quiet spell.
+//! let limiter = Limiter::new("100/s burst 20".parse::<Quota>()?);
+//! match limiter.check() {
+//!     Ok(admitted) => println!("serve it; {} more may go right now", admitted.remaining()),
+//!     Err(denied) => println!("429 Too Many Requests, retry after {:?}", denied.retry_after()),
+//! }
+//! # Ok::<(), leakgate::QuotaError>(())
+//! ```
+//!
+//! # One bucket per client
+//!
+//! ```
+//! use leakgate::{KeyedLimiter, Quota};
+//! use std::net::IpAddr;
+//!
+//! // 10 requests a second per address, in a table sized for 100,000 active addresses.
+//! let per_ip = KeyedLimiter::<IpAddr>::with_capacity(Quota::per_second(10)?, 100_000);
+//! let client: IpAddr = "192.0.2.7".parse()?;
+//! if per_ip.check(&client).is_err() {
+//!     println!("{client}: slow down");
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Waiting for a turn, in async code (feature `tokio`)
+//!
+//! ```
+//! # #[cfg(feature = "tokio")]
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+//! use leakgate::{Limiter, Quota};
+//!
+//! // The bank takes 5 refunds a second, evenly spaced.
+//! let bank = Limiter::new("5/s burst 1".parse::<Quota>()?);
+//! for refund in ["r-1", "r-2", "r-3"] {
+//!     bank.until_ready_n(1).await?; // dropped before its time, it gives its place back
+//!     println!("sending {refund}");
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Tests: a clock that moves only when told to
+//!
 //! ```
 //! use leakgate::{Limiter, ManualClock, Quota};
 //! use std::time::Duration;
@@ -30,11 +82,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The meaning of a quota and of every number a decision reports is fixed by the GCRA: a request
-//! of cost `n` at time `t` conforms iff `max(TAT, t) + n*T - t <= tau`, with `T = period / count`
-//! and `tau = burst * T`.
+//! # What a quota and a decision mean
+//!
+//! A [`Quota`] is `count` units per `period` with at most `burst` at once; when no burst is given
+//! (`Quota::per_second`, `"10/s"`), `burst = count`. With `T = period / count` and
+//! `tau = burst * T`, a request of cost `n` at time `t` conforms iff
+//! `max(TAT, t) + n*T - t <= tau`, and then `TAT` becomes `max(TAT, t) + n*T`. A decision reports
+//! `remaining()` (units that would conform now), `reset_after()` (time until the bucket is empty)
+//! and, when denied, `retry_after()` (`None` when `n > burst`, which can never conform).
+//!
+//! <!-- Further sections (many servers with Redis, HTTP with tower, rules by key path) go here,
+//! each with its example, in the order: Limiter, KeyedLimiter, async, Redis, HTTP, rules. -->
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod bucket;
 mod clock;
@@ -58,6 +119,7 @@ pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
 pub use reserve::{Reservation, WaitPolicy};
 
 /// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+// The README has an async example, so it needs the `tokio` feature.
+#[cfg(all(doctest, feature = "tokio"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -16,6 +16,10 @@ pub const MAX_RATE_PER_SECOND: u64 = 100_000_000_000;
 /// `tau = burst * T`. A quota is validated when it is built, so a [`Limiter`](crate::Limiter)
 /// built from one never fails.
 ///
+/// As text (`FromStr`/`Display`): `"100/s"`, `"5/minute"`, `"100/0.5s"`, `"10/s burst 1"`. One
+/// rule for the burst everywhere, [`Quota::per_second`] and friends, strings and `leakgate
+/// pace`: **when no burst is given, `burst = count`**.
+///
 /// ```
 /// use leakgate::Quota;
 /// use std::time::Duration;

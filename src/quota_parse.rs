@@ -1,18 +1,19 @@
-//! Quotas as text: `100/s`, `5/min`, `3/1500ms`, `100/s burst 20`. [`Display`](std::fmt::Display)
-//! prints the canonical form and [`FromStr`] reads it back to an equal [`Quota`].
+//! Quotas as text: `100/s`, `5/minute`, `100/0.5s`, `3/1500ms`, `100/s burst 20`.
+//! [`Display`](std::fmt::Display) prints the canonical form and [`FromStr`] reads it back to an
+//! equal [`Quota`].
 //!
-//! Grammar (case-insensitive, spaces around tokens allowed):
-//! `COUNT "/" [NUMBER] UNIT [ "burst" BURST ]`, where the numbers are decimal `u64` (with optional
-//! `_` separators) and `UNIT` is one of `ns`, `us` (`µs`), `ms`, `s` (`sec`), `min` (`m`), `h`
-//! (`hr`), `d`. A missing `NUMBER` means 1; a missing burst means `burst = COUNT`.
+//! The grammar is documented on [`Quota`]'s `FromStr` impl, where users see it.
+//!
+//! Error messages quote what was typed and never show a number the input did not contain.
 
 use crate::quota::{Quota, QuotaError};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// The units a period may be written in, longest first, with their length in nanoseconds.
-const UNITS: [(&str, u64); 7] = [
+/// The units [`Display`](fmt::Display) may print, longest first, with their length in
+/// nanoseconds.
+const CANONICAL_UNITS: [(&str, u64); 7] = [
     ("d", 86_400_000_000_000),
     ("h", 3_600_000_000_000),
     ("min", 60_000_000_000),
@@ -22,45 +23,81 @@ const UNITS: [(&str, u64); 7] = [
     ("ns", 1),
 ];
 
+/// What the error messages list as accepted units.
+const UNIT_LIST: &str = "ns, us (µs), ms, s, min (m), h, d, or a name such as second or hours";
+
+/// The length in nanoseconds of a unit as typed, or `None` if it is not a unit.
 fn unit_ns(unit: &str) -> Option<u64> {
-    let canonical = match unit.to_ascii_lowercase().as_str() {
-        "ns" => "ns",
-        "us" | "µs" => "us",
-        "ms" => "ms",
-        "s" | "sec" => "s",
-        "m" | "min" => "min",
-        "h" | "hr" => "h",
-        "d" => "d",
+    let lower = unit.to_lowercase();
+    // Long names may take a plural "s"; the short forms may not ("ms" is not "m" twice).
+    let singular = match lower.strip_suffix('s') {
+        Some(stem) if stem.len() >= 3 => stem,
+        _ => lower.as_str(),
+    };
+    let ns = match singular {
+        "ns" | "nsec" | "nanosecond" => 1,
+        // U+00B5 MICRO SIGN and U+03BC GREEK SMALL LETTER MU: keyboards produce either.
+        "us" | "\u{b5}s" | "\u{3bc}s" | "usec" | "microsecond" => 1_000,
+        "ms" | "msec" | "millisecond" => 1_000_000,
+        "s" | "sec" | "second" => 1_000_000_000,
+        "m" | "min" | "minute" => 60_000_000_000,
+        "h" | "hr" | "hrs" | "hour" => 3_600_000_000_000,
+        "d" | "day" => 86_400_000_000_000,
         _ => return None,
     };
-    UNITS.iter().find(|(name, _)| *name == canonical).map(|&(_, ns)| ns)
+    Some(ns)
 }
 
 fn parse_err(msg: String) -> QuotaError {
     QuotaError::Parse(msg)
 }
 
-/// A decimal `u64` with optional `_` separators; `what` names it in the error.
-fn number(token: &str, what: &str, input: &str) -> Result<u64, QuotaError> {
+/// Digits with optional `_` separators, as typed; `None` if anything else is in it.
+fn digits(token: &str) -> Option<String> {
     let digits: String = token.chars().filter(|&c| c != '_').collect();
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(parse_err(format!(
+    digits.bytes().all(|b| b.is_ascii_digit()).then_some(digits)
+}
+
+/// A whole decimal `u64` with optional `_` separators; `what` names it in the error.
+fn whole_number(token: &str, what: &str, input: &str) -> Result<u64, QuotaError> {
+    match digits(token) {
+        Some(d) if !d.is_empty() => d
+            .parse()
+            .map_err(|_| parse_err(format!("the {what} {token:?} is too large in {input:?}"))),
+        _ => Err(parse_err(format!(
             "{token:?} is not a {what} (expected a whole number) in {input:?}"
-        )));
+        ))),
     }
-    digits.parse().map_err(|_| parse_err(format!("{what} {token:?} is too large in {input:?}")))
 }
 
 impl FromStr for Quota {
     type Err = QuotaError;
 
-    /// Parses `COUNT/[NUMBER]UNIT [burst B]`.
+    /// Parses a quota such as `100/s`, `5/minute`, `100/0.5s` or `10/s burst 1`.
+    ///
+    /// Grammar (spaces around tokens allowed; unit names are case-insensitive):
+    /// `COUNT "/" [AMOUNT] UNIT [ "burst" BURST ]`.
+    ///
+    /// * `COUNT` and `BURST` are whole decimal `u64`s, with optional `_` separators.
+    /// * `AMOUNT` is a decimal number, whole or with a fraction (`1.5`, `0.25`, `.5`); a missing
+    ///   amount means one unit. The period must come to a whole number of nanoseconds, and is
+    ///   computed exactly (no floating point): `1/1.5s` is one unit every 1,500,000,000 ns.
+    /// * `UNIT` is `ns` (`nsec`, `nanosecond`), `us` (`µs` with the micro sign, `μs` with the
+    ///   Greek mu, `usec`, `microsecond`), `ms` (`msec`, `millisecond`), `s` (`sec`, `second`),
+    ///   `m` (`min`, `minute`), `h` (`hr`, `hour`) or `d` (`day`); every long name may also take a
+    ///   plural `s`.
+    /// * **A missing burst means `burst = COUNT`**, as for [`Quota::per_second`]: `"10/s"` may
+    ///   admit 10 units at once after a pause. Write `burst 1` for evenly spaced admissions.
+    ///   (`leakgate pace` reads its rate by this same rule.)
     ///
     /// ```
     /// use leakgate::Quota;
     /// use std::time::Duration;
     /// let q: Quota = "3/1500ms burst 1".parse()?;
     /// assert_eq!(q, Quota::new(3, Duration::from_millis(1500), 1)?);
+    /// assert_eq!("100/0.5s".parse::<Quota>()?, Quota::new(100, Duration::from_millis(500), 100)?);
+    /// assert_eq!("5/minute".parse::<Quota>()?, Quota::per_minute(5)?);
+    /// assert_eq!("10/s".parse::<Quota>()?.burst(), 10); // no burst given: burst = count
     /// assert!("10/fortnight".parse::<Quota>().is_err());
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
@@ -72,16 +109,14 @@ impl FromStr for Quota {
         let Some((count, rest)) = text.split_once('/') else {
             return Err(parse_err(format!("missing \"/\" in {input:?} (expected e.g. \"100/s\")")));
         };
-        let count = number(count.trim(), "count", input)?;
-        let rest = rest.trim_start();
-        let period_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        let (period, tail) = rest.split_at(period_end);
+        let count = whole_number(count.trim(), "count", input)?;
+        let (period, tail) = split_period(rest.trim_start());
         let period = parse_period(period, input)?;
         let mut words = tail.split_whitespace();
         let burst = match (words.next(), words.next(), words.next()) {
             (None, _, _) => count,
             (Some(kw), Some(b), None) if kw.eq_ignore_ascii_case("burst") => {
-                number(b, "burst", input)?
+                whole_number(b, "burst", input)?
             }
             (Some(kw), None, _) if kw.eq_ignore_ascii_case("burst") => {
                 return Err(parse_err(format!("missing the number after \"burst\" in {input:?}")))
@@ -98,24 +133,89 @@ impl FromStr for Quota {
     }
 }
 
-/// `[NUMBER]UNIT`, e.g. `s`, `1500ms`, `2h`.
+/// Splits `[AMOUNT][spaces]UNIT rest` after the amount and the unit word, so that `2 s` and `2s`
+/// are both one period.
+fn split_period(rest: &str) -> (&str, &str) {
+    let amount_end =
+        rest.find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.')).unwrap_or(rest.len());
+    let after_amount = &rest[amount_end..];
+    let unit_start = amount_end + (after_amount.len() - after_amount.trim_start().len());
+    // A unit word, if the amount is followed by one: letters (µ and μ included).
+    let unit_len = rest[unit_start..]
+        .find(|c: char| c.is_whitespace() || c.is_ascii_digit())
+        .unwrap_or(rest.len() - unit_start);
+    let end = if unit_len == 0 { amount_end } else { unit_start + unit_len };
+    rest.split_at(end)
+}
+
+/// `[AMOUNT]UNIT`, e.g. `s`, `1500ms`, `1.5 s`, `2hours`, exactly in nanoseconds.
 fn parse_period(token: &str, input: &str) -> Result<Duration, QuotaError> {
-    let split = token.find(|c: char| !c.is_ascii_digit() && c != '_').unwrap_or(token.len());
+    let split =
+        token.find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.')).unwrap_or(token.len());
     let (amount, unit) = token.split_at(split);
-    let amount = if amount.is_empty() { 1 } else { number(amount, "period length", input)? };
+    let unit = unit.trim_start();
     let Some(unit_ns) = unit_ns(unit) else {
-        let what = if unit.is_empty() { "nothing".to_string() } else { format!("{unit:?}") };
+        let found = if unit.is_empty() { "nothing".to_string() } else { format!("{unit:?}") };
+        let after = if amount.is_empty() { "\"/\"".to_string() } else { format!("{amount:?}") };
         return Err(parse_err(format!(
-            "expected a unit (ns, us, ms, s, min, h, d) after {amount:?} but found {what} in {input:?}"
+            "expected a unit ({UNIT_LIST}) after {after} but found {found} in {input:?}"
         )));
     };
-    let ns = amount.checked_mul(unit_ns).ok_or(QuotaError::PeriodTooLong)?;
+    if amount.is_empty() {
+        return Ok(Duration::from_nanos(unit_ns));
+    }
+    let ns = decimal_times(amount, unit_ns, input)?;
     Ok(Duration::from_nanos(ns))
+}
+
+/// `amount * unit_ns` for a decimal `amount` such as `1.5`, exactly, as whole nanoseconds.
+fn decimal_times(amount: &str, unit_ns: u64, input: &str) -> Result<u64, QuotaError> {
+    let not_a_number = || {
+        parse_err(format!(
+            "{amount:?} is not a period length (expected a number such as 2 or 1.5) in {input:?}"
+        ))
+    };
+    let (whole, fraction) = amount.split_once('.').unwrap_or((amount, ""));
+    let (Some(whole), Some(fraction)) = (digits(whole), digits(fraction)) else {
+        return Err(not_a_number());
+    };
+    if whole.is_empty() && fraction.is_empty() {
+        return Err(not_a_number());
+    }
+    let fraction = fraction.trim_end_matches('0');
+    let too_long = || QuotaError::PeriodTooLong;
+    // Whole part: any number of digits; past u64 it is too long anyway.
+    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| too_long())? };
+    // Fraction: exact only if `fraction * unit_ns` divides by 10^digits. A unit is at most
+    // 8.64e13 ns, so more than 14 significant fraction digits can never give whole nanoseconds.
+    let scale = u32::try_from(fraction.len())
+        .ok()
+        .filter(|&d| d <= 14)
+        .map(|d| 10u128.pow(d))
+        .ok_or_else(|| sub_nanosecond(amount, input))?;
+    let fraction: u128 =
+        if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| not_a_number())? };
+    let fraction_ns = fraction * u128::from(unit_ns);
+    if !fraction_ns.is_multiple_of(scale) {
+        return Err(sub_nanosecond(amount, input));
+    }
+    let ns = whole
+        .checked_mul(u128::from(unit_ns))
+        .and_then(|w| w.checked_add(fraction_ns / scale))
+        .ok_or_else(too_long)?;
+    u64::try_from(ns).map_err(|_| too_long())
+}
+
+fn sub_nanosecond(amount: &str, input: &str) -> QuotaError {
+    parse_err(format!(
+        "the period {amount:?} is not a whole number of nanoseconds in {input:?} \
+         (write the count and period larger, e.g. 2/3ns for 1/1.5ns)"
+    ))
 }
 
 impl fmt::Display for Quota {
     /// The canonical form: the largest unit that divides the period exactly, and the burst only
-    /// when it differs from the count.
+    /// when it differs from the count (a missing burst reads back as `burst = count`).
     ///
     /// ```
     /// use leakgate::Quota;
@@ -127,8 +227,11 @@ impl fmt::Display for Quota {
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let period = self.period_ns();
-        let (unit, unit_ns) =
-            UNITS.iter().copied().find(|&(_, ns)| period.is_multiple_of(ns)).unwrap_or(("ns", 1));
+        let (unit, unit_ns) = CANONICAL_UNITS
+            .iter()
+            .copied()
+            .find(|&(_, ns)| period.is_multiple_of(ns))
+            .unwrap_or(("ns", 1));
         match period / unit_ns {
             1 => write!(f, "{}/{unit}", self.count())?,
             n => write!(f, "{}/{n}{unit}", self.count())?,
@@ -141,54 +244,5 @@ impl fmt::Display for Quota {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(s: &str) -> Result<Quota, QuotaError> {
-        s.parse()
-    }
-
-    #[test]
-    fn examples_parse() {
-        let q = |c, ns, b| Quota::new(c, Duration::from_nanos(ns), b).unwrap();
-        assert_eq!(parse("100/s"), Ok(q(100, 1_000_000_000, 100)));
-        assert_eq!(parse("5/min"), Ok(q(5, 60_000_000_000, 5)));
-        assert_eq!(parse("10/ms"), Ok(q(10, 1_000_000, 10)));
-        assert_eq!(parse("1/h"), Ok(q(1, 3_600_000_000_000, 1)));
-        assert_eq!(parse("3/1500ms"), Ok(q(3, 1_500_000_000, 3)));
-        assert_eq!(parse(" 100 / s  BURST 20 "), Ok(q(100, 1_000_000_000, 20)));
-        assert_eq!(parse("1_000/2s"), Ok(q(1000, 2_000_000_000, 1000)));
-        assert_eq!(parse("7/250us"), Ok(q(7, 250_000, 7)));
-        assert_eq!(parse("7/250µs"), Ok(q(7, 250_000, 7)));
-        assert_eq!(parse("1/d"), Ok(q(1, 86_400_000_000_000, 1)));
-    }
-
-    #[test]
-    fn errors_name_the_bad_part() {
-        let msg = |s: &str| parse(s).unwrap_err().to_string();
-        assert!(msg("10/fortnight").contains("\"fortnight\""));
-        assert!(msg("abc/s").contains("\"abc\" is not a count"));
-        assert!(msg("100").contains("missing \"/\""));
-        assert!(msg("100/s extra").contains("\"extra\""));
-        assert!(msg("100/s burst").contains("after \"burst\""));
-        assert!(msg("100/s burst x").contains("\"x\" is not a burst"));
-        assert!(msg("").contains("empty"));
-        assert!(msg("1/99999999999999999999s").contains("too large"));
-    }
-
-    #[test]
-    fn validation_errors_come_from_quota_new() {
-        assert_eq!(parse("0/s"), Err(QuotaError::ZeroCount));
-        assert_eq!(parse("1/0s"), Err(QuotaError::ZeroPeriod));
-        assert_eq!(parse("5/s burst 0"), Err(QuotaError::ZeroBurst));
-        assert_eq!(parse("1/9999999999d"), Err(QuotaError::PeriodTooLong));
-        assert_eq!(parse("1000000000000/s"), Err(QuotaError::RateTooHigh));
-    }
-
-    #[test]
-    fn display_round_trips() {
-        for s in ["100/s", "5/min", "3/1500ms", "100/s burst 20", "1/h", "2/3d", "9/7ns burst 1"] {
-            assert_eq!(parse(s).unwrap().to_string(), s);
-        }
-    }
-}
+#[path = "quota_parse_tests.rs"]
+mod tests;

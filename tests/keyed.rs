@@ -153,6 +153,10 @@ struct Model {
 impl Model {
     fn check(&mut self, key: u8, now: u64, n: u64) -> Option<u64> {
         if n == 0 || n > self.burst {
+            // Takes nothing, but a tracked key's bucket records the time (as a `Limiter` does).
+            if let Some(tat) = self.tat.get_mut(&key) {
+                *tat = (*tat).max(now);
+            }
             return (n == 0).then(|| (self.tau - self.backlog(key, now)) / self.t);
         }
         let tat = self.tat.entry(key).or_insert(0);
@@ -204,23 +208,35 @@ proptest! {
     }
 }
 
-/// The same model with room for only `slots` keys at once, as a one-group table has: a new key
-/// takes a free slot, or else the slot of any key whose bucket is empty (its `TAT` strictly
-/// past; which one cannot change a decision), or else it is denied as overflow.
+/// The same model with room for only `slots` keys at once, laid out as a one-group table lays
+/// them out: a new key takes the first slot never used, or else the first slot (in slot order)
+/// whose bucket is empty (its `TAT` strictly past), or else it is denied as overflow. The order
+/// matters since a tracked key's peek records the time and an untracked key's cannot.
 struct Bounded {
     model: Model,
-    slots: usize,
+    slots: Vec<Option<u8>>,
     overflow: u64,
 }
 
 impl Bounded {
+    fn new(model: Model, slots: usize) -> Self {
+        Bounded { model, slots: vec![None; slots], overflow: 0 }
+    }
+
     fn check(&mut self, key: u8, now: u64, n: u64) -> Option<u64> {
         let new = n >= 1 && n <= self.model.burst && !self.model.tat.contains_key(&key);
-        if new && self.model.tat.len() == self.slots {
-            let idle = self.model.tat.iter().find(|(_, &tat)| tat < now).map(|(&k, _)| k);
-            match idle {
-                Some(idle) => {
-                    self.model.tat.remove(&idle);
+        if new {
+            let unused = self.slots.iter().position(Option::is_none);
+            let idle = || {
+                self.slots.iter().position(|held| {
+                    held.is_some_and(|k| self.model.tat.get(&k).is_some_and(|&tat| tat < now))
+                })
+            };
+            match unused.or_else(idle) {
+                Some(slot) => {
+                    if let Some(old) = self.slots[slot].replace(key) {
+                        self.model.tat.remove(&old);
+                    }
                 }
                 None => {
                     self.overflow += 1;
@@ -246,7 +262,7 @@ proptest! {
         let (q, model) = one_per_ms(count, burst);
         let clock = ManualClock::new();
         let table = KeyedLimiter::<u8, _>::with_layout(q, 1, 4, clock.clone());
-        let mut bounded = Bounded { model, slots: 4, overflow: 0 };
+        let mut bounded = Bounded::new(model, 4);
         let mut now = 0u64;
         for (key, n, dt_us) in steps {
             now += dt_us * 1_000;

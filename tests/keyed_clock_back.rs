@@ -10,7 +10,7 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// CONTRACT: keyed.check/check_n give "same results as Limiter", and with a clock moving
+/// `leakgate::docs`: keyed.check/check_n give "same results as Limiter", and with a clock moving
 /// backwards the limiter "never admits more than it would have at the latest time it has seen".
 /// A peek (n = 0) at a late time, then the clock goes back: Limiter holds, KeyedLimiter does not.
 #[test]

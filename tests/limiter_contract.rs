@@ -1,4 +1,4 @@
-//! Every clause of `CONTRACT.md` for a single `Limiter`, on a manual clock.
+//! Every clause of `leakgate::docs` for a single `Limiter`, on a manual clock.
 
 use leakgate::{Limiter, ManualClock, Quota, QuotaError};
 use std::time::Duration;

@@ -42,7 +42,7 @@ impl Gcra {
         let now = u128::from(now_ns) * self.count;
         let n = u128::from(n);
         if n == 0 || n > self.burst {
-            // takes nothing; records the time seen (CONTRACT: never more than at the latest time)
+            // takes nothing; records the time seen (`leakgate::docs`: never more than at the latest time)
             self.tat = self.tat.max(now);
             return Answer { ok: n == 0, backlog: self.tat - now, retry: None };
         }
@@ -205,7 +205,7 @@ fn run(q: Quota, steps: &[Step]) -> Result<(), TestCaseError> {
                 );
                 return Ok(());
             }
-            // reported times within 1 ns of the rational value (CONTRACT); here 2 ns, so that the
+            // reported times within 1 ns of the rational value (`leakgate::docs::meaning`); here 2 ns, so that the
             // proptest keeps hunting past the 1.04 ns case pinned in `reported_time_off_by_more_than_1ns`
             let tol = 2 * m.count;
             prop_assert!(
@@ -267,7 +267,7 @@ fn century_at_one_per_ns_boundaries() {
     }
 }
 
-/// CONTRACT: correct for at least 100 years of clock at any rate up to 1e9/s. A slow quota whose
+/// `leakgate::docs`: correct for at least 100 years of clock at any rate up to 1e9/s. A slow quota whose
 /// bucket is long (tau = 50 years, a valid Quota) at clock = 100 years: the model admits.
 #[test]
 fn long_bucket_at_a_century_of_clock() {
@@ -279,7 +279,7 @@ fn long_bucket_at_a_century_of_clock() {
     assert!(got.is_ok(), "model admits (empty bucket); got {got:?}");
 }
 
-/// CONTRACT: "reported times within 1 ns". 2.3e10/s (T = 0.043 ns, range ~25 years), a check at
+/// `leakgate::docs`: "reported times within 1 ns". 2.3e10/s (T = 0.043 ns, range ~25 years), a check at
 /// 19.4 years, then a peek with the clock back at 0: reset_after was 1.04 ns short of exact.
 #[test]
 fn reported_times_stay_within_1ns_19_years_into_a_fast_clock() {

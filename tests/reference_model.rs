@@ -1,4 +1,4 @@
-//! The limiter against a plain, obviously-correct model of `CONTRACT.md`: exact rational GCRA in
+//! The limiter against a plain, obviously-correct model of `leakgate::docs`: exact rational GCRA in
 //! `u128`, with time scaled by `count` so that `T = period / count` becomes the integer `period`.
 
 use leakgate::{Limiter, ManualClock, Quota};

@@ -1,40 +1,57 @@
 //! `leakgate`: the command-line face of the leakgate crate.
 //!
-//! * `leakgate bench`: compares leakgate with a mutex token bucket and `governor` on this machine.
 //! * `leakgate pace RATE`: passes stdin to stdout at a rate (queue), or drops what does not conform.
+//! * `leakgate demo [RATE]`: `pace` on a built-in example, each line shown with its time.
+//! * `leakgate bench`: compares leakgate with governor and a mutex token bucket on this machine.
+//!
+//! Each subcommand is one variant of [`Command`] with its own `clap::Args` struct and a `run`
+//! function returning the process's exit code; adding one is adding a variant and a match arm.
+#![forbid(unsafe_code)]
 
+use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
+mod demo;
+mod duration;
 mod pace;
 
-const USAGE: &str = "\
-leakgate: exact, lock-free GCRA rate limiting
+/// Exact, lock-free GCRA rate limiting, from the shell.
+#[derive(Debug, Parser)]
+#[command(name = "leakgate", version, propagate_version = true)]
+#[command(after_help = "Run `leakgate help COMMAND` or `leakgate COMMAND --help` for details.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-USAGE:
-    leakgate bench [--quick] [--threads 1,2,4]
-                                             compare leakgate, a mutex token bucket and governor
-    leakgate pace RATE [--burst B] [--max-wait D] [--drop]
-                                             pass stdin to stdout at RATE (e.g. 1/s, 100/min)
-    leakgate help                            this text
-";
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Pass stdin to stdout at a rate, evenly spaced (or drop what does not conform)
+    Pace(pace::Args),
+    /// Pace 20 built-in refund requests at RATE (default 5/s), showing when each leaves
+    Demo(demo::Args),
+    /// Compare leakgate with governor and a mutex token bucket on this machine
+    Bench(bench::Args),
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("bench") => bench::run(&args[1..]),
-        Some("pace") => pace::run(&args[1..]),
-        Some("help" | "--help" | "-h") => {
-            print!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Some(other) => {
-            eprintln!("leakgate: unknown command {other:?}\n\n{USAGE}");
-            ExitCode::from(2)
-        }
-        None => {
-            eprint!("{USAGE}");
-            ExitCode::from(2)
-        }
+    // Usage errors exit 2 with clap's message; --help and --version print and exit 0.
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Pace(args) => pace::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

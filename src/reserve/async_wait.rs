@@ -64,6 +64,7 @@ pub(crate) fn wait_for(
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl<C: Clock> Limiter<C> {
     /// Waits asynchronously for one unit: `until_ready_n(1)`.
     ///

@@ -1,0 +1,73 @@
+//! `leakgate demo`: `leakgate pace` on a built-in example, for a first look without any set-up.
+//!
+//! Feeds 20 built-in refund requests, all at once, to `leakgate pace RATE` (this same binary)
+//! and prints each line as it comes out with the time since the start, so the even spacing
+//! shows; pace's own summary follows on stderr.
+
+use leakgate::Quota;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+/// The arguments of `leakgate demo`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The rate to pace the example at (a quota, as for `leakgate pace`)
+    #[arg(value_name = "RATE", default_value = "5/s", value_parser = crate::pace::parse_rate)]
+    rate: Quota,
+}
+
+/// The built-in input: refund requests to two banks.
+fn example() -> String {
+    (1..=20)
+        .map(|i| {
+            let bank = if i % 3 == 0 { "bank-b" } else { "bank-a" };
+            format!("refund #{i:02} to {bank}: {}.{:02} EUR\n", 10 + i * 7, i * 13 % 100)
+        })
+        .collect()
+}
+
+/// Runs `leakgate pace RATE` on the example, timing each line out.
+pub(crate) fn run(args: Args) -> ExitCode {
+    let rate = args.rate.to_string();
+    eprintln!(
+        "leakgate demo: 20 refund requests arrive at once; `leakgate pace {rate}` lets them out \
+         evenly spaced.\nThe same from a shell: <your input> | leakgate pace {rate:?}\n"
+    );
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("leakgate demo: cannot find this program to run `pace`: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let child = Command::new(exe)
+        .args(["pace", &rate])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("leakgate demo: cannot start `leakgate pace`: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let start = Instant::now();
+    let fed = child.stdin.take().map(|mut stdin| stdin.write_all(example().as_bytes()));
+    let mut out = std::io::stdout().lock();
+    if let Some(paced) = child.stdout.take() {
+        for line in BufReader::new(paced).lines().map_while(Result::ok) {
+            let _ = writeln!(out, "{:>8.3} s  {line}", start.elapsed().as_secs_f64());
+        }
+    }
+    let status = child.wait();
+    match (fed, status) {
+        (Some(Ok(())), Ok(status)) if status.success() => ExitCode::SUCCESS,
+        (_, Ok(status)) => ExitCode::from(status.code().map_or(1, |c| c as u8)),
+        (_, Err(e)) => {
+            eprintln!("leakgate demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
