@@ -62,12 +62,13 @@ fn ten_thousand_per_second_holds_within_half_a_percent_over_two_seconds() {
 }
 
 /// The other rates of the issue: 1/s (burst 1: a late write is never made up, so any lateness
-/// stays), 1,000/s and 100,000/s, each within 0.5 %.
+/// stays), 1,000/s and 100,000/s, each within 0.5 %. At 1/s the ends are windows of two lines,
+/// so one line woken late by a loaded machine is not taken for drift.
 #[test]
 #[ignore]
 fn one_thousand_and_a_hundred_thousand_per_second_hold_within_half_a_percent() {
     for (rate, lines, window, span) in
-        [(1, 6, 1, 5.0), (1_000, 2_001, 200, 2.0), (100_000, 200_001, 20_000, 2.0)]
+        [(1, 7, 2, 6.0), (1_000, 2_001, 200, 2.0), (100_000, 200_001, 20_000, 2.0)]
     {
         let (achieved, drift) = achieved(rate, lines, window);
         assert!(drift.abs() <= 0.005 * span, "{rate}/s: achieved {achieved:.3}/s");
