@@ -27,9 +27,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .problem_details(true);
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))
-        .route("/users/{id}", get(|axum::extract::Path(id): axum::extract::Path<u32>| async move {
-            format!("user {id}\n")
-        }))
+        .route(
+            "/users/{id}",
+            get(|axum::extract::Path(id): axum::extract::Path<u32>| async move {
+                format!("user {id}\n")
+            }),
+        )
         .layer(layer.clone());
     // The operator view on the next port, which only the machine itself can reach.
     let admin = Router::new().route_service("/ratelimit", layer.operator_view());

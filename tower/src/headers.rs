@@ -26,7 +26,10 @@
 use http::HeaderValue;
 use leakgate::Quota;
 use sfv::{Integer, KeyRef, ListSerializer, StringRef};
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// The `RateLimit-Policy` field name.
@@ -87,7 +90,7 @@ impl Policy {
         let (q, w) = window(quota);
         let mut list = ListSerializer::new();
         list.bare_item(&name).parameter(Q, sf_integer(q)).parameter(W, sf_integer(w));
-        let field = header_value(list);
+        let field = static_value(list.finish().unwrap_or_default());
         Ok(Policy { name, field })
     }
 
@@ -98,19 +101,33 @@ impl Policy {
 
     /// The `RateLimit-Policy` field value.
     pub(crate) fn field(&self) -> HeaderValue {
-        // A copy rather than a clone: cloning a shared `Bytes` bumps one reference count that
-        // every core would then write, on every response.
-        HeaderValue::from_bytes(self.field.as_bytes()).unwrap_or_else(|_| self.field.clone())
+        self.field.clone()
     }
 
     /// The `RateLimit` field value for a decision: `"name";r=remaining;t=reset_after`.
     pub(crate) fn service_limit(&self, remaining: u64, reset_after: Duration) -> HeaderValue {
-        let mut list = ListSerializer::new();
-        list.bare_item(&self.name)
-            .parameter(R, sf_integer(remaining))
-            .parameter(T, sf_integer(whole_seconds_up(reset_after)));
-        header_value(list)
+        let write = |buffer: &mut String| {
+            buffer.clear();
+            let mut list = ListSerializer::with_buffer(buffer);
+            list.bare_item(&self.name)
+                .parameter(R, sf_integer(remaining))
+                .parameter(T, sf_integer(whole_seconds_up(reset_after)));
+            // A list with its one member always finishes.
+            let _ = list.finish();
+            // sfv writes printable ASCII only, always a valid field value; one allocation.
+            HeaderValue::from_str(buffer).unwrap_or_else(|_| HeaderValue::from_static(""))
+        };
+        // One buffer per thread, so serialising allocates only the value itself.
+        BUFFER.with(|buffer| match buffer.try_borrow_mut() {
+            Ok(mut buffer) => write(&mut buffer),
+            Err(_) => write(&mut String::new()),
+        })
     }
+}
+
+thread_local! {
+    /// Where `RateLimit` values are written before they are copied into a `HeaderValue`.
+    static BUFFER: RefCell<String> = RefCell::new(String::with_capacity(64));
 }
 
 /// `(q, w)` for a quota, as explained in the module docs.
@@ -147,11 +164,23 @@ pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
     HeaderValue::from(whole_seconds_up(wait))
 }
 
-/// A finished list as a field value. `sfv` only writes printable ASCII, which is always a valid
-/// field value; a list always has its one member here, so `finish` cannot fail either.
-fn header_value(list: ListSerializer<String>) -> HeaderValue {
-    let text = list.finish().unwrap_or_default();
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
+/// A field value that lives as long as the program, so cloning it per response costs nothing
+/// (a shared `Bytes` would bump a reference count that every core writes). Values are interned:
+/// the memory kept is one copy per distinct policy, however many layers are built.
+fn static_value(text: String) -> HeaderValue {
+    static VALUES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut values =
+        VALUES.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
+    let text: &'static str = match values.get(text.as_str()) {
+        Some(interned) => interned,
+        None => {
+            let leaked: &'static str = Box::leak(text.into_boxed_str());
+            values.insert(leaked);
+            leaked
+        }
+    };
+    // sfv writes printable ASCII only, which is always a valid field value.
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_static(text.as_bytes()))
         .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 

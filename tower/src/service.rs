@@ -34,7 +34,7 @@ pub type ResponseBody<B> = Either<B, Full<Bytes>>;
 /// let svc = RateLimitLayer::global(lim).layer(hello);
 /// let first = svc.clone().oneshot(http::Request::new(())).await?;
 /// let second = svc.oneshot(http::Request::new(())).await?;
-/// assert_eq!((first.status(), second.status()), (200, 429));
+/// assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 429));
 /// assert_eq!(first.headers()["ratelimit"], r#""default";r=0;t=1"#);
 /// assert_eq!(second.headers()["retry-after"], "1");
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -95,7 +95,8 @@ async fn bad_header_keys_are_refused_with_400_and_never_charged() {
     let counts_layer = layer.clone();
     let server = Server::start(counting_router(&["/"], &calls).layer(layer)).await;
     let (http, url) = (client(), server.url("/"));
-    let cases: [(&[(&str, &[u8])], &str); 5] = [
+    type Headers<'a> = &'a [(&'a str, &'a [u8])];
+    let cases: [(Headers<'_>, &str); 5] = [
         (&[], "no rate-limit key: missing header x-api-key"),
         (&[("x-api-key", b"   ")], "no rate-limit key: missing header x-api-key (it is empty)"),
         (&[("x-api-key", b"caf\xe9")], "bad rate-limit key: x-api-key is not visible ASCII"),
