@@ -305,3 +305,17 @@ impl fmt::Debug for RateLimitLayer {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+
+    #[test]
+    fn layers_services_and_views_can_be_shared_across_threads() {
+        shareable::<RateLimitLayer>();
+        shareable::<RateLimit<tower_layer::Identity>>();
+        shareable::<OperatorView>();
+    }
+}

@@ -85,3 +85,8 @@ pub use key::{
 pub use layer::{IntoShared, RateLimitHeaders, RateLimitLayer};
 pub use operator::OperatorView;
 pub use service::{RateLimit, ResponseBody};
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
