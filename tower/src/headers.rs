@@ -106,28 +106,65 @@ impl Policy {
 
     /// The `RateLimit` field value for a decision: `"name";r=remaining;t=reset_after`.
     pub(crate) fn service_limit(&self, remaining: u64, reset_after: Duration) -> HeaderValue {
-        let write = |buffer: &mut String| {
-            buffer.clear();
-            let mut list = ListSerializer::with_buffer(buffer);
-            list.bare_item(&self.name)
-                .parameter(R, sf_integer(remaining))
-                .parameter(T, sf_integer(whole_seconds_up(reset_after)));
-            // A list with its one member always finishes.
-            let _ = list.finish();
-            // sfv writes printable ASCII only, always a valid field value; one allocation.
-            HeaderValue::from_str(buffer).unwrap_or_else(|_| HeaderValue::from_static(""))
-        };
-        // One buffer per thread, so serialising allocates only the value itself.
-        BUFFER.with(|buffer| match buffer.try_borrow_mut() {
-            Ok(mut buffer) => write(&mut buffer),
-            Err(_) => write(&mut String::new()),
+        let t = whole_seconds_up(reset_after);
+        // The interned policy value is never freed, so its address names this policy for as
+        // long as the program runs.
+        let policy = self.field.as_bytes().as_ptr() as usize;
+        RECENT.with(|recent| match recent.try_borrow_mut() {
+            Ok(mut recent) => recent.get(policy, remaining, t, || self.write(remaining, t)),
+            Err(_) => self.write(remaining, t),
         })
+    }
+
+    /// Serialises a `RateLimit` value with sfv.
+    fn write(&self, remaining: u64, t: u64) -> HeaderValue {
+        let mut text = String::with_capacity(self.name.as_str().len() + 40);
+        let mut list = ListSerializer::with_buffer(&mut text);
+        list.bare_item(&self.name).parameter(R, sf_integer(remaining)).parameter(T, sf_integer(t));
+        // A list with its one member always finishes.
+        let _ = list.finish();
+        // sfv writes printable ASCII only, always a valid field value.
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(text.into_bytes()))
+            .unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+}
+
+/// Slots in each thread's cache of recent `RateLimit` values.
+const RECENT_SLOTS: usize = 64;
+
+/// The `RateLimit` values this thread made last, by policy and figures: a busy bucket reports
+/// the same few `(r, t)` pairs again and again, and cloning a made value costs a reference count
+/// where serialising costs a formatting pass and an allocation.
+struct Recent {
+    slots: [Option<(usize, u64, u64, HeaderValue)>; RECENT_SLOTS],
+}
+
+impl Recent {
+    /// The value for `(policy, r, t)`, made by `make` unless this thread made it recently.
+    #[inline]
+    fn get(
+        &mut self,
+        policy: usize,
+        r: u64,
+        t: u64,
+        make: impl FnOnce() -> HeaderValue,
+    ) -> HeaderValue {
+        let mix = (r ^ t.rotate_left(32) ^ policy as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(mix >> 58) as usize % RECENT_SLOTS];
+        match slot {
+            Some((p, sr, st, value)) if (*p, *sr, *st) == (policy, r, t) => value.clone(),
+            _ => {
+                let value = make();
+                *slot = Some((policy, r, t, value.clone()));
+                value
+            }
+        }
     }
 }
 
 thread_local! {
-    /// Where `RateLimit` values are written before they are copied into a `HeaderValue`.
-    static BUFFER: RefCell<String> = RefCell::new(String::with_capacity(64));
+    static RECENT: RefCell<Recent> =
+        const { RefCell::new(Recent { slots: [const { None }; RECENT_SLOTS] }) };
 }
 
 /// `(q, w)` for a quota, as explained in the module docs.
