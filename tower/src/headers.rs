@@ -296,6 +296,21 @@ mod tests {
     }
 
     #[test]
+    fn the_per_thread_cache_never_mixes_up_values() {
+        let a = Policy::new("a", q("10/s")).unwrap();
+        let b = Policy::new("b", q("10/s")).unwrap();
+        for round in 0..3 {
+            for r in 0..300 {
+                for (name, policy) in [("a", &a), ("b", &b)] {
+                    let t = (r + round) % 4;
+                    let got = policy.service_limit(r, Duration::from_secs(t));
+                    assert_eq!(got.to_str().unwrap(), format!(r#""{name}";r={r};t={t}"#));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn names_are_escaped_or_refused() {
         let policy = Policy::new(r#"a "quoted" \ name"#, q("1/s")).unwrap();
         assert_eq!(policy.field().to_str().unwrap(), r#""a \"quoted\" \\ name";q=1;w=1"#);
