@@ -163,6 +163,7 @@ impl RateLimitLayer {
     /// 429 otherwise. A request whose client hangs up while it waits gives its place back when no
     /// later request was queued behind it (as `Limiter::until_ready_n` does). This smooths bursts
     /// into the quota's rate instead of failing them, at the cost of holding their connections.
+    /// Waiting needs a tokio runtime with time enabled (axum's has it).
     ///
     /// ```
     /// use leakgate::{Limiter, Quota};

@@ -32,6 +32,8 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Default)]
 pub struct PeerIp {
     proxies: Option<Arc<Proxies>>,
+    /// IPv6 clients are keyed by their first this many bits (128, the whole address, if unset).
+    ipv6_prefix: Option<u8>,
 }
 
 #[derive(Debug)]
@@ -72,7 +74,7 @@ impl PeerIp {
     /// let peer = leakgate_tower::PeerIp::new();
     /// ```
     pub fn new() -> Self {
-        PeerIp { proxies: None }
+        PeerIp { proxies: None, ipv6_prefix: None }
     }
 
     /// The client's address as reported by the proxies in `trusted`, which append it to
@@ -89,11 +91,38 @@ impl PeerIp {
     /// ```
     pub fn behind_proxies(header: ProxyHeader, trusted: impl IntoIterator<Item = IpNet>) -> Self {
         let trusted = trusted.into_iter().map(|net| net.trunc()).collect();
-        PeerIp { proxies: Some(Arc::new(Proxies { header, trusted })) }
+        PeerIp { proxies: Some(Arc::new(Proxies { header, trusted })), ipv6_prefix: None }
     }
 
-    /// The client address of `request`.
+    /// Keys IPv6 clients by the network of their first `bits` bits (at most 128): an IPv6
+    /// client usually holds a whole /64 and can send each request from another address of it,
+    /// so `ipv6_prefix(64)` gives the /64 one bucket. IPv4 addresses are kept whole.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::{PeerIp, RateLimitLayer};
+    /// let peer = PeerIp::new().ipv6_prefix(64);
+    /// let layer = RateLimitLayer::keyed(KeyedLimiter::new(Quota::per_second(10)?), peer);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
+        self.ipv6_prefix = Some(bits.min(128));
+        self
+    }
+
+    /// The client address of `request`, cut to the IPv6 prefix if one is set.
     pub(crate) fn client(&self, request: &Parts) -> Result<IpAddr, KeyError> {
+        let client = self.unmasked_client(request)?;
+        Ok(match (client, self.ipv6_prefix) {
+            (IpAddr::V6(v6), Some(bits)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+            _ => client,
+        })
+    }
+
+    fn unmasked_client(&self, request: &Parts) -> Result<IpAddr, KeyError> {
         let peer = socket_peer(request)?;
         let Some(proxies) = &self.proxies else { return Ok(peer) };
         if !proxies.trusts(peer) {
@@ -193,6 +222,17 @@ mod tests {
         assert_eq!(peer.extract(&req), Ok(ip("198.51.100.4")));
         let without = request("10.1.1.1:5000", &[("x-forwarded-for", b"6.6.6.6")]);
         assert_eq!(peer.extract(&without).unwrap_err().kind(), KeyErrorKind::Missing);
+    }
+
+    #[test]
+    fn ipv6_clients_can_be_keyed_by_network() {
+        let v6 = request("[2001:db8:1:2:3:4:5:6]:80", &[]);
+        let v4 = request("192.0.2.1:80", &[]);
+        assert_eq!(PeerIp::new().ipv6_prefix(64).extract(&v6), Ok(ip("2001:db8:1:2::")));
+        assert_eq!(PeerIp::new().ipv6_prefix(48).extract(&v6), Ok(ip("2001:db8:1::")));
+        assert_eq!(PeerIp::new().ipv6_prefix(0).extract(&v6), Ok(ip("::")));
+        assert_eq!(PeerIp::new().ipv6_prefix(200).extract(&v6), Ok(ip("2001:db8:1:2:3:4:5:6")));
+        assert_eq!(PeerIp::new().ipv6_prefix(64).extract(&v4), Ok(ip("192.0.2.1")));
     }
 
     #[test]
