@@ -1,10 +1,10 @@
 //! [`ResponseFuture`]: the inner service's response with the `RateLimit` fields added, or the
 //! layer's own refusal, or a queued request's wait followed by either.
 
-use crate::service::{add_fields, ResponseBody};
+use crate::body::RefusalBody;
+use crate::service::add_fields;
 use bytes::Bytes;
 use http::{HeaderValue, Response};
-use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -19,8 +19,8 @@ pub(crate) struct Fields {
 /// A queued request's wait, then the inner call (or a refusal).
 type Queued<F> = Pin<Box<dyn Future<Output = Result<(F, Option<Fields>), Refusal>> + Send>>;
 
-/// A response the layer makes itself.
-type Refusal = Response<Full<Bytes>>;
+/// A response the layer makes itself, its body still as bytes.
+type Refusal = Response<Bytes>;
 
 pin_project! {
     /// The future of a [`RateLimit`](crate::RateLimit) call.
@@ -64,8 +64,9 @@ impl<F> ResponseFuture<F> {
 impl<F, B, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    B: RefusalBody,
 {
-    type Output = Result<Response<ResponseBody<B>>, E>;
+    type Output = Result<Response<B>, E>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
@@ -75,16 +76,16 @@ where
                     if let Some(fields) = fields.take() {
                         add_fields(&mut response, fields);
                     }
-                    return Poll::Ready(Ok(response.map(Either::Left)));
+                    return Poll::Ready(Ok(response));
                 }
                 StateProj::Refused { response } => {
                     // Polled again after completion: an empty 429 rather than a panic.
                     let response = response.take().unwrap_or_else(|| {
-                        let mut empty = Response::new(Full::new(Bytes::new()));
+                        let mut empty = Response::new(Bytes::new());
                         *empty.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
                         empty
                     });
-                    return Poll::Ready(Ok(response.map(Either::Right)));
+                    return Poll::Ready(Ok(response.map(B::refusal)));
                 }
                 StateProj::Queued { wait } => match ready!(wait.as_mut().poll(cx)) {
                     Ok((inner, fields)) => {

@@ -48,12 +48,15 @@
 //!
 //! # hyper and tonic
 //!
-//! The layer works on any `http::Request`, so it wraps hyper services (with
-//! `tower::ServiceBuilder` and hyper-util's `TowerToHyperService`) and tonic servers
-//! (`Server::builder().layer(...)`). [`PeerIp`] then reads a plain `SocketAddr` from the request's
-//! extensions, which the accept loop inserts; for tonic, a closure key extractor can read
-//! `TcpConnectInfo` instead. gRPC clients see a 429 as the status `UNAVAILABLE`, and the
-//! `RateLimit` fields as response metadata.
+//! The layer works on any `http::Request` and keeps the inner service's response body type, which
+//! must be a [`RefusalBody`] so the layer can answer 429 and 400 in it: axum's `Body`,
+//! `Full<Bytes>`, `BoxBody`, `UnsyncBoxBody`, `String`, or `Either<AnyBody, Full<Bytes>>` for any
+//! other. So it wraps hyper services (with `tower::ServiceBuilder` and hyper-util's
+//! `TowerToHyperService`) and tonic servers (`Server::builder().layer(...)`, after a
+//! `map_response(|r| r.map(Either::Left))` so tonic's body becomes an `Either`). [`PeerIp`] then
+//! reads a plain `SocketAddr` from the request's extensions, which the accept loop inserts; for
+//! tonic, a closure key extractor can read `TcpConnectInfo` instead. gRPC clients see a 429 as the
+//! status `UNAVAILABLE`, and the `RateLimit` fields as response metadata.
 //!
 //! # Queue mode
 //!
@@ -64,6 +67,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod body;
 mod counters;
 mod future;
 mod gate;
@@ -74,6 +78,7 @@ mod operator;
 mod refusal;
 mod service;
 
+pub use body::RefusalBody;
 pub use counters::Counts;
 pub use future::ResponseFuture;
 pub use headers::InvalidPolicyName;
@@ -84,7 +89,7 @@ pub use key::{
 };
 pub use layer::{IntoShared, RateLimitHeaders, RateLimitLayer};
 pub use operator::OperatorView;
-pub use service::{RateLimit, ResponseBody};
+pub use service::RateLimit;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

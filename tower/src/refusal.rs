@@ -1,4 +1,5 @@
-//! The responses the layer makes itself: `429 Too Many Requests` and `400 Bad Request`.
+//! The responses the layer makes itself: `429 Too Many Requests` and `400 Bad Request`, with
+//! their bodies as bytes (the future turns them into the inner service's body type).
 
 use crate::gate::Level;
 use crate::headers::{self, RATELIMIT, RATELIMIT_POLICY};
@@ -7,7 +8,6 @@ use crate::layer::{Config, RateLimitHeaders};
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
-use http_body_util::Full;
 use std::time::Duration;
 
 /// The draft's problem type for a request over its quota.
@@ -33,7 +33,7 @@ pub(crate) fn too_many_requests(
     config: &Config,
     level: Level,
     retry_after: Option<Duration>,
-) -> Response<Full<Bytes>> {
+) -> Response<Bytes> {
     let body = if config.problem_details {
         let detail = match retry_after {
             Some(wait) => format!("retry in {} s", headers::whole_seconds_up(wait)),
@@ -50,7 +50,7 @@ pub(crate) fn too_many_requests(
     } else {
         Bytes::new()
     };
-    let mut response = Response::new(Full::new(body));
+    let mut response = Response::new(body);
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let fields = response.headers_mut();
     if let Some(wait) = retry_after {
@@ -68,7 +68,7 @@ pub(crate) fn too_many_requests(
 
 /// The 400 for a request whose key could not be found. Nothing was charged, so there is no
 /// `RateLimit` field; the policy is still announced.
-pub(crate) fn bad_request(config: &Config, error: &KeyError) -> Response<Full<Bytes>> {
+pub(crate) fn bad_request(config: &Config, error: &KeyError) -> Response<Bytes> {
     let (body, content_type) = if config.problem_details {
         let problem = Problem {
             r#type: "about:blank",
@@ -81,7 +81,7 @@ pub(crate) fn bad_request(config: &Config, error: &KeyError) -> Response<Full<By
     } else {
         (Bytes::from(format!("{error}\n")), HeaderValue::from_static("text/plain; charset=utf-8"))
     };
-    let mut response = Response::new(Full::new(body));
+    let mut response = Response::new(body);
     *response.status_mut() = StatusCode::BAD_REQUEST;
     let fields = response.headers_mut();
     fields.insert(CONTENT_TYPE, content_type);

@@ -1,5 +1,6 @@
 //! [`RateLimit`]: the service the layer wraps around each inner service.
 
+use crate::body::RefusalBody;
 use crate::counters::Event;
 use crate::future::{Fields, ResponseFuture};
 use crate::gate::{Checked, Level, Waited};
@@ -8,14 +9,9 @@ use crate::layer::{RateLimitHeaders, Shared};
 use crate::refusal;
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{Either, Full};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
-
-/// The body of a response through the layer: the inner service's, or the layer's own for the
-/// 429 and 400 it answers itself.
-pub type ResponseBody<B> = Either<B, Full<Bytes>>;
 
 /// A service rate-limited by a [`RateLimitLayer`](crate::RateLimitLayer); made by the layer.
 ///
@@ -72,8 +68,9 @@ impl<S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     ReqB: Send + 'static,
+    ResB: RefusalBody,
 {
-    type Response = Response<ResponseBody<ResB>>;
+    type Response = Response<ResB>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
@@ -155,7 +152,7 @@ async fn queue<S, ReqB>(
     mut ready: S,
     request: Request<ReqB>,
     shared: Arc<Shared>,
-) -> Result<(S::Future, Option<Fields>), Response<Full<Bytes>>>
+) -> Result<(S::Future, Option<Fields>), Response<Bytes>>
 where
     S: Service<Request<ReqB>>,
 {
