@@ -82,7 +82,7 @@ where
         let shared = &*self.shared;
         let (parts, body) = request.into_parts();
         if let Some((gate, max_wait)) = &shared.queue {
-            return match gate.clone().wait(&parts, *max_wait) {
+            return match gate.clone().wait(&parts, shared.config.on_key_error, *max_wait) {
                 Ok(wait) => {
                     // The inner service was made ready by `poll_ready`: keep that one for the
                     // request and leave a fresh clone here for the next.

@@ -59,7 +59,12 @@ impl<C: Clock + 'static> Gate for GlobalGate<C> {
 }
 
 impl<C: Clock + 'static> QueueGate for GlobalGate<C> {
-    fn wait(self: Arc<Self>, _request: &Parts, max_wait: Duration) -> Result<Wait, KeyError> {
+    fn wait(
+        self: Arc<Self>,
+        _request: &Parts,
+        _on_key_error: OnKeyError,
+        max_wait: Duration,
+    ) -> Result<Wait, KeyError> {
         Ok(Box::pin(async move {
             // `until_ready_n_timeout` reserves on its first poll and cancels its reservation if
             // dropped before its time: a client that hangs up gives its place back.

@@ -91,8 +91,14 @@ pub(crate) trait Gate: Send + Sync + 'static {
 
 /// A source of queue-mode decisions: requests wait for their turn, up to a bound.
 pub(crate) trait QueueGate: Gate {
-    /// Takes a place for `request`, to go at most `max_wait` from now, and waits for it.
-    fn wait(self: Arc<Self>, request: &Parts, max_wait: Duration) -> Result<Wait, KeyError>;
+    /// Takes a place for `request`, to go at most `max_wait` from now, and waits for it; `Err`
+    /// as for [`Gate::check`].
+    fn wait(
+        self: Arc<Self>,
+        request: &Parts,
+        on_key_error: OnKeyError,
+        max_wait: Duration,
+    ) -> Result<Wait, KeyError>;
 }
 
 /// How full a bucket is, from its time to empty and its capacity `tau`.
