@@ -105,11 +105,10 @@ where
                 match decision {
                     Ok(admitted) => {
                         shared.counters.add(Event::Admitted);
-                        let level = Level {
+                        let fields = admitted_fields(shared, || Level {
                             remaining: admitted.remaining(),
                             reset_after: admitted.reset_after(),
-                        };
-                        let fields = admitted_fields(shared, level);
+                        });
                         let future = self.inner.call(Request::from_parts(parts, body));
                         ResponseFuture::admitted(future, fields)
                     }
@@ -133,12 +132,14 @@ where
     }
 }
 
-/// The fields an admitted request's response gets, if any.
+/// The fields an admitted request's response gets, if any; the level is asked for only then
+/// (its divisions are the decision's lazy part).
 #[inline]
-fn admitted_fields(shared: &Shared, level: Level) -> Option<Fields> {
+fn admitted_fields(shared: &Shared, level: impl FnOnce() -> Level) -> Option<Fields> {
     if shared.config.headers != RateLimitHeaders::Always {
         return None;
     }
+    let level = level();
     let policy = &shared.config.policy;
     Some(Fields {
         policy: policy.field(),
@@ -162,7 +163,7 @@ where
                 shared.counters.add(Event::Queued);
             }
             shared.counters.add(Event::Admitted);
-            Ok((ready.call(request), admitted_fields(&shared, level)))
+            Ok((ready.call(request), admitted_fields(&shared, || level)))
         }
         Waited::Refused(denied) => {
             shared.counters.add(Event::Refused);
