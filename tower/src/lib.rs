@@ -7,8 +7,8 @@
 //! ([`RateLimitLayer::global`], and [`RateLimitLayer::global_queue`] to queue instead of refuse).
 //!
 //! * **One limiter per layer.** Every service the layer makes, every route under it and every
-//!   clone share one limiter through an `Arc`, unlike tower's own `RateLimit`, which keeps a
-//!   bucket per clone (under axum, per request).
+//!   clone share one limiter through an `Arc`, unlike tower's own `RateLimit`, which keeps its
+//!   state per clone (and axum clones services).
 //! * **Refused requests never reach the handler.** They get `429 Too Many Requests` with
 //!   `Retry-After` (whole seconds, rounded up) and, optionally, an `application/problem+json`
 //!   body.
