@@ -9,8 +9,10 @@
 //!
 //! One process, one tokio runtime of two workers serving every contender on its own port and
 //! driving one hyper client pool per contender; contenders are interleaved in every round (the
-//! order rotates); each rate is the median over the rounds, and each "vs none" the median of the
-//! per-round ratios to the run without a layer. Every quota is far above the
+//! order rotates); each rate is the median over the rounds, and each comparison ("vs none", the
+//! layer's CPU time per request, its CPU cost in percent) the median of the per-round comparisons
+//! with the run without a layer. CPU time is the process's own (client and server), read from
+//! Linux's per-thread schedstat, so other processes' load on a shared machine does not count. Every quota is far above the
 //! load, so every request is admitted and the figures are the cost of admitting: key lookup,
 //! decision, and (for leakgate) the two RateLimit fields.
 
@@ -24,6 +26,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use leakgate::{KeyedLimiter, Limiter, Quota};
 use leakgate_tower::{RateLimitHeaders, RateLimitLayer};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -115,10 +118,41 @@ async fn serve(app: Router) -> SocketAddr {
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
-/// Requests/s over one slice: `clients.len()` tasks, each with its own connection, each sending
-/// GETs one after another until the slice ends.
-async fn slice(addr: SocketAddr, clients: &[HttpClient], length: Duration) -> f64 {
+/// What one slice measured.
+#[derive(Clone, Copy)]
+struct Sample {
+    /// Requests per second of wall time.
+    rate: f64,
+    /// This process's CPU time per request, in ns (client and server together), when the OS
+    /// tells it.
+    cpu_ns: Option<f64>,
+}
+
+/// CPU nanoseconds each thread of this process has run, by thread id (Linux's
+/// `/proc/self/task/*/schedstat`; `None` elsewhere).
+fn thread_cpu_ns() -> Option<HashMap<u64, u64>> {
+    let mut threads = HashMap::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let task = task.ok()?;
+        let Ok(id) = task.file_name().to_string_lossy().parse::<u64>() else { continue };
+        // A thread may end between the listing and the read: it is simply not counted.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        threads.insert(id, stat.split_whitespace().next()?.parse().ok()?);
+    }
+    Some(threads)
+}
+
+/// CPU nanoseconds this process's threads ran since `start`.
+fn cpu_ns_since(start: &HashMap<u64, u64>) -> Option<u64> {
+    let now = thread_cpu_ns()?;
+    Some(now.iter().map(|(id, ns)| ns.saturating_sub(start.get(id).copied().unwrap_or(0))).sum())
+}
+
+/// One slice: `clients.len()` tasks, each with its own connection, each sending GETs one after
+/// another until the slice ends.
+async fn slice(addr: SocketAddr, clients: &[HttpClient], length: Duration) -> Sample {
     let url: http::Uri = format!("http://{addr}/").parse().unwrap();
+    let cpu_start = thread_cpu_ns();
     let start = Instant::now();
     let deadline = start + length;
     let tasks: Vec<_> = clients
@@ -141,7 +175,9 @@ async fn slice(addr: SocketAddr, clients: &[HttpClient], length: Duration) -> f6
     for task in tasks {
         done += task.await.unwrap();
     }
-    done as f64 / start.elapsed().as_secs_f64()
+    let rate = done as f64 / start.elapsed().as_secs_f64();
+    let cpu_ns = cpu_start.and_then(|start| cpu_ns_since(&start)).map(|ns| ns as f64 / done as f64);
+    Sample { rate, cpu_ns }
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -149,7 +185,7 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Loopback requests/s per contender.
+/// Loopback requests/s and CPU time per request, per contender.
 fn loopback(options: &Options) {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -162,40 +198,50 @@ fn loopback(options: &Options) {
                 .collect();
             // Warm up: connections open, tables and caches filled.
             slice(addr, &clients, options.slice / 2).await;
-            servers.push((name, addr, clients, Vec::new()));
+            servers.push((name, addr, clients, Vec::<Sample>::new()));
         }
         for round in 0..options.rounds {
             let n = servers.len();
             for k in 0..n {
-                let (_, addr, clients, rates) = &mut servers[(round + k) % n];
-                rates.push(slice(*addr, clients, options.slice).await);
+                let (_, addr, clients, samples) = &mut servers[(round + k) % n];
+                samples.push(slice(*addr, clients, options.slice).await);
             }
         }
         println!(
-            "\nloopback: requests/s through axum, {} clients, {} rounds of {:?}, medians",
+            "\nloopback: axum hello-world, {} keep-alive clients in the same process, {} rounds \
+             of {:?}, medians",
             options.clients, options.rounds, options.slice
         );
         println!(
-            "{:<30} {:>12} {:>10} {:>16} {:>18}",
-            "contender", "requests/s", "vs none", "wall us/req +", "cpu ns/req + (x2)"
+            "{:<30} {:>11} {:>9} {:>13} {:>13} {:>9}",
+            "contender", "requests/s", "vs none", "cpu ns/req", "layer cpu ns", "cpu cost"
         );
-        // Each round's rate over the same round's rate without a layer: the load that other
-        // processes put on the machine changes slowly, so a ratio within one round holds up
-        // better than a ratio of medians.
-        let base: Vec<f64> = servers[0].3.clone();
-        for (name, _, _, rates) in &servers {
-            let mut ratios: Vec<f64> = rates.iter().zip(&base).map(|(r, b)| r / b).collect();
-            let ratio = median(&mut ratios);
-            let rate = median(&mut rates.clone());
-            // The extra wall time per request implied by the ratio, at this contender's rate.
-            let extra_us = (1.0 / ratio - 1.0) * 1e6 / rate;
+        // Comparisons are made within a round (the load other processes put on the machine
+        // changes slowly) and then the median is taken. CPU time per request is the steadier
+        // figure on a shared machine: another process's load slows the wall clock, not the
+        // work each request takes.
+        let base: Vec<Sample> = servers[0].3.clone();
+        for (name, _, _, samples) in &servers {
+            let mut ratios: Vec<f64> =
+                samples.iter().zip(&base).map(|(s, b)| s.rate / b.rate).collect();
+            let mut rates: Vec<f64> = samples.iter().map(|s| s.rate).collect();
+            let cpu: Option<Vec<f64>> = samples.iter().map(|s| s.cpu_ns).collect();
+            let extra: Option<Vec<f64>> =
+                samples.iter().zip(&base).map(|(s, b)| Some(s.cpu_ns? - b.cpu_ns?)).collect();
+            let cost: Option<Vec<f64>> =
+                samples.iter().zip(&base).map(|(s, b)| Some(s.cpu_ns? / b.cpu_ns? - 1.0)).collect();
+            let show = |v: Option<Vec<f64>>, scale: f64, unit: &str| match v {
+                Some(mut v) => format!("{:.0}{unit}", median(&mut v) * scale),
+                None => "n/a".to_owned(),
+            };
             println!(
-                "{:<30} {:>12.0} {:>9.1}% {:>16.3} {:>18.0}",
+                "{:<30} {:>11.0} {:>8.1}% {:>13} {:>13} {:>9}",
                 name,
-                rate,
-                (ratio - 1.0) * 100.0,
-                extra_us,
-                extra_us * 2_000.0
+                median(&mut rates),
+                (median(&mut ratios) - 1.0) * 100.0,
+                show(cpu, 1.0, ""),
+                show(extra, 1.0, ""),
+                cost.map_or("n/a".to_owned(), |mut v| format!("{:+.1}%", median(&mut v) * 100.0)),
             );
         }
     });
