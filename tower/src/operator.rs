@@ -38,7 +38,9 @@ const DEFAULT_LIMIT: usize = 100;
 ///  "reset_after_ms":1800,"idle_ms":12}]}
 /// ```
 ///
-/// Only `GET` and `HEAD` are answered; anything else gets 405.
+/// Only `GET` and `HEAD` are answered; anything else gets 405. Each answer walks the whole key
+/// table without blocking anyone (a few tens of milliseconds for 262,144 tracked keys), so it is
+/// for people looking, not for scraping every second.
 ///
 /// ```
 /// use leakgate::{KeyedLimiter, ManualClock, Quota};
