@@ -1,6 +1,6 @@
 //! [`GlobalGate`]: one limiter for every request, as a meter or as a queue.
 
-use super::{fill, BucketView, Checked, Gate, GateInfo, Level, QueueGate, Wait, Waited};
+use super::{fill, BucketRef, Checked, Gate, GateInfo, Level, QueueGate, Wait, Waited};
 use crate::key::{KeyError, OnKeyError};
 use http::request::Parts;
 use leakgate::{Clock, Limiter, Quota};
@@ -39,18 +39,15 @@ impl<C: Clock + 'static> Gate for GlobalGate<C> {
         self.limiter.quota()
     }
 
-    fn buckets(&self, keep: &dyn Fn(Option<&str>, f64) -> bool, out: &mut Vec<BucketView>) {
+    fn buckets(&self, visit: &mut dyn FnMut(BucketRef<'_>)) {
         let level = self.level();
-        let fill = fill(level.reset_after, self.limiter.quota());
-        if keep(None, fill) {
-            out.push(BucketView {
-                key: None,
-                remaining: level.remaining,
-                fill,
-                reset_after_ms: level.reset_after.as_millis(),
-                idle_ms: None,
-            });
-        }
+        visit(BucketRef {
+            key: None,
+            remaining: level.remaining,
+            fill: fill(level.reset_after, self.limiter.quota()),
+            reset_after: level.reset_after,
+            idle: None,
+        });
     }
 
     fn info(&self) -> GateInfo {

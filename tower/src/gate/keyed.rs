@@ -1,6 +1,6 @@
 //! [`KeyedGate`]: one bucket per key, the key found by a [`KeyExtractor`].
 
-use super::{fill, BucketView, Checked, Gate, GateInfo};
+use super::{fill, BucketRef, Checked, Gate, GateInfo};
 use crate::key::{KeyError, KeyExtractor, OnKeyError};
 use http::request::Parts;
 use leakgate::{Clock, KeyedLimiter, Limiter, Quota};
@@ -38,29 +38,26 @@ impl<E: KeyExtractor, C: Clock + 'static> Gate for KeyedGate<E, C> {
         self.keyed.quota()
     }
 
-    fn buckets(&self, keep: &dyn Fn(Option<&str>, f64) -> bool, out: &mut Vec<BucketView>) {
+    fn buckets(&self, visit: &mut dyn FnMut(BucketRef<'_>)) {
         for state in self.keyed.snapshot() {
-            let key = state.key.to_string();
-            if keep(Some(&key), state.fill) {
-                out.push(BucketView {
-                    key: Some(key),
-                    remaining: state.remaining,
-                    fill: state.fill,
-                    reset_after_ms: state.reset_after.as_millis(),
-                    idle_ms: Some(state.since_last_use.as_millis()),
-                });
-            }
+            visit(BucketRef {
+                key: Some(&state.key),
+                remaining: state.remaining,
+                fill: state.fill,
+                reset_after: state.reset_after,
+                idle: Some(state.since_last_use),
+            });
         }
         // The keyless bucket, when it holds anything.
         if let Ok(peek) = self.keyless.check_n(0) {
             let fill = fill(peek.reset_after(), self.keyless.quota());
-            if fill > 0.0 && keep(None, fill) {
-                out.push(BucketView {
+            if fill > 0.0 {
+                visit(BucketRef {
                     key: None,
                     remaining: peek.remaining(),
                     fill,
-                    reset_after_ms: peek.reset_after().as_millis(),
-                    idle_ms: None,
+                    reset_after: peek.reset_after(),
+                    idle: None,
                 });
             }
         }

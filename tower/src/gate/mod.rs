@@ -19,6 +19,7 @@ pub(crate) use keyed::KeyedGate;
 use crate::key::{KeyError, OnKeyError};
 use http::request::Parts;
 use leakgate::{Admitted, Denied, Quota};
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -49,18 +50,16 @@ pub(crate) enum Waited {
 /// A queued request's wait: cancel-safe (dropping it gives its place back when possible).
 pub(crate) type Wait = Pin<Box<dyn Future<Output = Waited> + Send>>;
 
-/// One bucket as the operator view shows it.
-#[derive(Clone, Debug, serde::Serialize)]
-pub(crate) struct BucketView {
+/// One bucket as a gate walks it for the operator view.
+pub(crate) struct BucketRef<'a> {
     /// The key; `None` for the one bucket of a global limit or of the requests without a key.
-    pub(crate) key: Option<String>,
+    pub(crate) key: Option<&'a dyn fmt::Display>,
     pub(crate) remaining: u64,
     /// 0.0 empty, 1.0 full.
     pub(crate) fill: f64,
-    pub(crate) reset_after_ms: u128,
+    pub(crate) reset_after: Duration,
     /// Time since the key's last admitted request (keyed limits only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) idle_ms: Option<u128>,
+    pub(crate) idle: Option<Duration>,
 }
 
 /// What kind of limit a gate is, for the operator view.
@@ -82,8 +81,8 @@ pub(crate) trait Gate: Send + Sync + 'static {
     /// The quota, for `RateLimit-Policy`.
     fn quota(&self) -> Quota;
 
-    /// Appends the buckets `keep` accepts (by key, `""` for a keyless bucket, and fill).
-    fn buckets(&self, keep: &dyn Fn(Option<&str>, f64) -> bool, out: &mut Vec<BucketView>);
+    /// Shows every bucket to `visit`, without blocking decisions.
+    fn buckets(&self, visit: &mut dyn FnMut(BucketRef<'_>));
 
     /// What kind of limit this is.
     fn info(&self) -> GateInfo;
