@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn the_fullest_are_the_first_of_a_full_sort() {
         let view = |i: u64| BucketView {
-            key: (i % 7 != 0).then(|| format!("k{}", i % 50)),
+            key: (!i.is_multiple_of(7)).then(|| format!("k{}", i % 50)),
             remaining: i,
             fill: ((i * 37) % 11) as f64 / 10.0,
             reset_after_ms: 0,
