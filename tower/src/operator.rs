@@ -64,6 +64,15 @@ pub struct OperatorView {
     shared: Shared,
 }
 
+impl std::fmt::Debug for OperatorView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OperatorView")
+            .field("policy", &self.shared.config.policy.name())
+            .field("quota", &self.shared.gate.quota())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What the view answers.
 #[derive(serde::Serialize)]
 struct Page<'a> {

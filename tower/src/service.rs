@@ -64,6 +64,15 @@ impl<S> RateLimit<S> {
     }
 }
 
+impl<S: std::fmt::Debug> std::fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .field("quota", &self.shared.gate.quota())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
