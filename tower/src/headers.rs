@@ -1,5 +1,6 @@
-//! The response fields: `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10,
-//! Structured Field lists serialised with `sfv`) and `Retry-After`.
+//! The response fields: `RateLimit-Policy` and `RateLimit`
+//! (draft-ietf-httpapi-ratelimit-headers-10, Structured Field lists serialised with `sfv`) and
+//! `Retry-After`.
 //!
 //! # What `q` and `w` say about a GCRA quota
 //!
@@ -17,11 +18,12 @@
 //!
 //! When `tau` is a whole number of seconds, `w = tau` and `q = burst` exactly: `N/s burst N` is
 //! `q=N;w=1`, `100/min` is `q=100;w=60`, and `1/s burst 10` is `q=10;w=10` (ten at once, refilled
-//! over ten seconds, one a second on average). Otherwise the window is rounded up to whole seconds
-//! and `q` is the rate over it: `100/s burst 20` (`tau` = 0.2 s) is `q=100;w=1`, the sustained rate,
-//! with `r` never above 20 telling the client how much it may send at once; `7/min burst 1`
-//! (`tau` = 8.57 s) is `q=1;w=9`, slightly below the true rate because `q` is rounded down. Integers
-//! above the Structured Field maximum (999,999,999,999,999) are capped at it.
+//! over ten seconds, one a second on average). Otherwise the window is rounded up to whole
+//! seconds and `q` is the rate over it: `100/s burst 20` (`tau` = 0.2 s) is `q=100;w=1`, the
+//! sustained rate, with `r` never above 20 telling the client how much it may send at once;
+//! `7/min burst 1` (`tau` = 8.57 s) is `q=1;w=9`, slightly below the true rate because `q` is
+//! rounded down. Integers above the Structured Field maximum (999,999,999,999,999) are capped at
+//! it.
 
 use http::HeaderValue;
 use leakgate::Quota;
@@ -65,7 +67,8 @@ impl fmt::Display for InvalidPolicyName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "invalid rate-limit policy name {:?}: a Structured Field String holds printable ASCII only",
+            "invalid rate-limit policy name {:?}: a Structured Field String holds printable \
+             ASCII only",
             self.name
         )
     }

@@ -18,8 +18,9 @@ use tower_layer::Layer;
 ///
 /// Every service it makes (every route under it, every clone tower or axum takes) shares one
 /// limiter and one set of [`Counts`]. A request that does not conform never reaches the inner
-/// service. Responses carry `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10;
-/// see [`RateLimitHeaders`]), and a 429 carries `Retry-After` in whole seconds, rounded up.
+/// service. Responses carry `RateLimit-Policy` and `RateLimit`
+/// (draft-ietf-httpapi-ratelimit-headers-10; see [`RateLimitHeaders`]), and a 429 carries
+/// `Retry-After` in whole seconds, rounded up.
 ///
 /// ```no_run
 /// use axum::{routing::get, Router};
@@ -120,7 +121,8 @@ impl RateLimitLayer {
     ///
     /// ```
     /// use leakgate::{KeyedLimiter, Quota};
-    /// let layer = leakgate_tower::RateLimitLayer::per_ip(KeyedLimiter::new(Quota::per_second(5)?));
+    /// use leakgate_tower::RateLimitLayer;
+    /// let layer = RateLimitLayer::per_ip(KeyedLimiter::new(Quota::per_second(5)?));
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn per_ip<C: Clock + Clone + 'static>(

@@ -52,7 +52,8 @@ const DEFAULT_LIMIT: usize = 100;
 /// use tower::ServiceExt;
 ///
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let keyed = KeyedLimiter::<std::net::IpAddr, _>::with_clock(Quota::per_second(10)?, ManualClock::new());
+/// let keyed =
+///     KeyedLimiter::<std::net::IpAddr, _>::with_clock(Quota::per_second(10)?, ManualClock::new());
 /// let view = RateLimitLayer::per_ip(keyed).operator_view();
 /// let response = view.oneshot(http::Request::get("/?min_fill=0.5").body(())?).await?;
 /// assert_eq!(response.status(), 200);
