@@ -12,9 +12,9 @@
 //! order rotates); each rate is the median over the rounds, and each comparison ("vs none", the
 //! layer's CPU time per request, its CPU cost in percent) the median of the per-round comparisons
 //! with the run without a layer. CPU time is the process's own (client and server), read from
-//! Linux's per-thread schedstat, so other processes' load on a shared machine does not count. Every quota is far above the
-//! load, so every request is admitted and the figures are the cost of admitting: key lookup,
-//! decision, and (for leakgate) the two RateLimit fields.
+//! Linux's per-thread schedstat, so other processes' load on a shared machine does not count.
+//! Every quota is far above the load, so every request is admitted and the figures are the cost
+//! of admitting: key lookup, decision, and (for leakgate) the two RateLimit fields.
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -281,9 +281,7 @@ where
 }
 
 /// The hello handler as a tower service that answers at once.
-fn hello(
-) -> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible, Future: Send> + Clone
-{
+fn hello() -> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone {
     tower::service_fn(|_: Request<Body>| {
         std::future::ready(Ok::<_, Infallible>(Response::new(Body::from("hello"))))
     })
@@ -330,7 +328,11 @@ fn in_process(options: &Options) {
             times[i].push(measure[i].1(options.calls));
         }
     }
-    println!("\nin process: one call through the layer (request built, service cloned, response dropped), {} rounds of {} calls, medians", options.rounds, options.calls);
+    println!(
+        "\nin process: one call through the layer (request built, service cloned, response \
+         dropped), {} rounds of {} calls, medians",
+        options.rounds, options.calls
+    );
     println!("{:<30} {:>10} {:>14}", "contender", "ns/call", "layer ns/call");
     // The layer's cost: each round's time less the same round's time without a layer.
     let base: Vec<f64> = times[0].clone();

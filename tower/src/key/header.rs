@@ -39,7 +39,8 @@ impl HeaderKey {
     /// Refuses values longer than `max_len` bytes as malformed.
     ///
     /// ```
-    /// let key = leakgate_tower::HeaderKey::new(http::HeaderName::from_static("x-tenant")).max_len(64);
+    /// use leakgate_tower::HeaderKey;
+    /// let key = HeaderKey::new(http::HeaderName::from_static("x-tenant")).max_len(64);
     /// ```
     pub fn max_len(mut self, max_len: usize) -> Self {
         self.max_len = max_len;
