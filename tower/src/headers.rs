@@ -1,0 +1,331 @@
+//! The response fields: `RateLimit-Policy` and `RateLimit`
+//! (draft-ietf-httpapi-ratelimit-headers-10, Structured Field lists serialised with `sfv`) and
+//! `Retry-After`.
+//!
+//! # What `q` and `w` say about a GCRA quota
+//!
+//! The draft describes a policy as a quota `q` of units in a window of `w` whole seconds. A GCRA
+//! bucket is a different shape: `burst` units at once, refilled at `count / period`, so with
+//! `T = period / count` it is full again `tau = burst * T` after it was emptied. Its `RateLimit`
+//! numbers are `r = remaining()` (at most `burst`) and `t = reset_after()` rounded up (at most
+//! `tau` rounded up). The policy is chosen so that:
+//!
+//! * `w = max(1, ceil(tau))` seconds: the time the bucket takes to refill completely, which is the
+//!   longest `t` ever reported, so `t <= w` on every response;
+//! * `q = floor(w / T)`: the units the quota's rate adds over `w`, rounded down, so a client that
+//!   spends `q` units per `w` seconds never goes faster than the quota's sustained rate, and
+//!   `r <= burst <= q` on every response.
+//!
+//! When `tau` is a whole number of seconds, `w = tau` and `q = burst` exactly: `N/s burst N` is
+//! `q=N;w=1`, `100/min` is `q=100;w=60`, and `1/s burst 10` is `q=10;w=10` (ten at once, refilled
+//! over ten seconds, one a second on average). Otherwise the window is rounded up to whole
+//! seconds and `q` is the rate over it: `100/s burst 20` (`tau` = 0.2 s) is `q=100;w=1`, the
+//! sustained rate, with `r` never above 20 telling the client how much it may send at once;
+//! `7/min burst 1` (`tau` = 8.57 s) is `q=1;w=9`, slightly below the true rate because `q` is
+//! rounded down. Integers above the Structured Field maximum (999,999,999,999,999) are capped at
+//! it.
+
+use http::HeaderValue;
+use leakgate::Quota;
+use sfv::{Integer, KeyRef, ListSerializer, StringRef};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+/// The `RateLimit-Policy` field name.
+pub(crate) const RATELIMIT_POLICY: http::HeaderName =
+    http::HeaderName::from_static("ratelimit-policy");
+/// The `RateLimit` field name.
+pub(crate) const RATELIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
+
+const Q: &KeyRef = KeyRef::constant("q");
+const W: &KeyRef = KeyRef::constant("w");
+const R: &KeyRef = KeyRef::constant("r");
+const T: &KeyRef = KeyRef::constant("t");
+
+/// Nanoseconds in a second, as the `u128` the window arithmetic is done in.
+const NS_PER_S: u128 = 1_000_000_000;
+
+/// A policy name that cannot be a Structured Field String (RFC 9651: printable ASCII only).
+///
+/// ```
+/// use leakgate::{Limiter, Quota};
+/// use leakgate_tower::RateLimitLayer;
+/// let layer = RateLimitLayer::global(Limiter::new(Quota::per_second(5)?));
+/// let err = layer.policy_name("naïve").unwrap_err();
+/// assert!(err.to_string().contains("printable ASCII"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidPolicyName {
+    name: String,
+}
+
+impl fmt::Display for InvalidPolicyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid rate-limit policy name {:?}: a Structured Field String holds printable \
+             ASCII only",
+            self.name
+        )
+    }
+}
+
+impl std::error::Error for InvalidPolicyName {}
+
+/// A quota policy as it appears in the fields: its name and its serialised `RateLimit-Policy`.
+#[derive(Clone, Debug)]
+pub(crate) struct Policy {
+    name: sfv::String,
+    /// The `RateLimit-Policy` field value, e.g. `"default";q=100;w=60`.
+    field: HeaderValue,
+}
+
+impl Policy {
+    /// The policy `name` for `quota`.
+    pub(crate) fn new(name: &str, quota: Quota) -> Result<Self, InvalidPolicyName> {
+        let name = StringRef::from_str(name)
+            .map_err(|_| InvalidPolicyName { name: name.to_owned() })?
+            .to_owned();
+        let (q, w) = window(quota);
+        let mut list = ListSerializer::new();
+        list.bare_item(&name).parameter(Q, sf_integer(q)).parameter(W, sf_integer(w));
+        let field = static_value(list.finish().unwrap_or_default());
+        Ok(Policy { name, field })
+    }
+
+    /// The name, as the client sees it in both fields.
+    pub(crate) fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The `RateLimit-Policy` field value.
+    pub(crate) fn field(&self) -> HeaderValue {
+        self.field.clone()
+    }
+
+    /// The `RateLimit` field value for a decision: `"name";r=remaining;t=reset_after`.
+    pub(crate) fn service_limit(&self, remaining: u64, reset_after: Duration) -> HeaderValue {
+        let t = whole_seconds_up(reset_after);
+        // The interned policy value is never freed, so its address names this policy for as
+        // long as the program runs.
+        let policy = self.field.as_bytes().as_ptr() as usize;
+        RECENT.with(|recent| match recent.try_borrow_mut() {
+            Ok(mut recent) => recent.get(policy, remaining, t, || self.write(remaining, t)),
+            Err(_) => self.write(remaining, t),
+        })
+    }
+
+    /// Serialises a `RateLimit` value with sfv.
+    fn write(&self, remaining: u64, t: u64) -> HeaderValue {
+        let mut text = String::with_capacity(self.name.as_str().len() + 40);
+        let mut list = ListSerializer::with_buffer(&mut text);
+        list.bare_item(&self.name).parameter(R, sf_integer(remaining)).parameter(T, sf_integer(t));
+        // A list with its one member always finishes.
+        let _ = list.finish();
+        // sfv writes printable ASCII only, always a valid field value.
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(text.into_bytes()))
+            .unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+}
+
+/// Slots in each thread's cache of recent `RateLimit` values.
+const RECENT_SLOTS: usize = 64;
+
+/// The `RateLimit` values this thread made last, by policy and figures: a busy bucket reports
+/// the same few `(r, t)` pairs again and again, and cloning a made value costs a reference count
+/// where serialising costs a formatting pass and an allocation.
+struct Recent {
+    slots: [Option<(usize, u64, u64, HeaderValue)>; RECENT_SLOTS],
+}
+
+impl Recent {
+    /// The value for `(policy, r, t)`, made by `make` unless this thread made it recently.
+    #[inline]
+    fn get(
+        &mut self,
+        policy: usize,
+        r: u64,
+        t: u64,
+        make: impl FnOnce() -> HeaderValue,
+    ) -> HeaderValue {
+        let mix = (r ^ t.rotate_left(32) ^ policy as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(mix >> 58) as usize % RECENT_SLOTS];
+        match slot {
+            Some((p, sr, st, value)) if (*p, *sr, *st) == (policy, r, t) => value.clone(),
+            _ => {
+                let value = make();
+                *slot = Some((policy, r, t, value.clone()));
+                value
+            }
+        }
+    }
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> =
+        const { RefCell::new(Recent { slots: [const { None }; RECENT_SLOTS] }) };
+}
+
+/// `(q, w)` for a quota, as explained in the module docs.
+pub(crate) fn window(quota: Quota) -> (u64, u64) {
+    let count = u128::from(quota.count());
+    let period_ns = quota.period().as_nanos();
+    let burst = u128::from(quota.burst());
+    // tau = burst * period / count, in ns; w = ceil(tau / 1 s), at least 1. burst * period_ns
+    // < 2^128 (both < 2^64) and count * 10^9 < 2^94, so nothing overflows.
+    let w = (burst * period_ns).div_ceil(count * NS_PER_S).max(1);
+    // q = floor(w / T) = floor(w * 10^9 * count / period_ns). A validated quota keeps tau within
+    // about a century (w < 2^32), so w * 10^9 * count < 2^32 * 2^30 * 2^64 = 2^126.
+    let q = w.saturating_mul(NS_PER_S).saturating_mul(count) / period_ns.max(1);
+    (saturate(q), saturate(w))
+}
+
+/// A `u128` as `u64`, saturating.
+fn saturate(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// A duration in whole seconds, rounded up (`delay-seconds`), saturating.
+pub(crate) fn whole_seconds_up(d: Duration) -> u64 {
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
+}
+
+/// A non-negative count as a Structured Field Integer, capped at its maximum (10^15 - 1).
+fn sf_integer(v: u64) -> Integer {
+    Integer::try_from(v).unwrap_or(Integer::MAX)
+}
+
+/// The `Retry-After` value for a wait: delay-seconds, rounded up.
+pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
+    HeaderValue::from(whole_seconds_up(wait))
+}
+
+/// A field value that lives as long as the program, so cloning it per response costs nothing
+/// (a shared `Bytes` would bump a reference count that every core writes). Values are interned:
+/// the memory kept is one copy per distinct policy, however many layers are built.
+fn static_value(text: String) -> HeaderValue {
+    static VALUES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut values =
+        VALUES.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
+    let text: &'static str = match values.get(text.as_str()) {
+        Some(interned) => interned,
+        None => {
+            let leaked: &'static str = Box::leak(text.into_boxed_str());
+            values.insert(leaked);
+            leaked
+        }
+    };
+    // sfv writes printable ASCII only, which is always a valid field value.
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_static(text.as_bytes()))
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quota {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_per_second_quota_with_its_own_burst_is_q_n_w_1() {
+        for n in [1, 3, 10, 1000] {
+            assert_eq!(window(Quota::per_second(n).unwrap()), (n, 1));
+        }
+    }
+
+    #[test]
+    fn a_whole_second_refill_is_q_burst_w_tau() {
+        assert_eq!(window(q("100/min")), (100, 60));
+        assert_eq!(window(q("1/s burst 10")), (10, 10));
+        assert_eq!(window(q("1/h")), (1, 3600));
+        assert_eq!(window(q("10/min burst 5")), (5, 30));
+    }
+
+    #[test]
+    fn a_sub_second_refill_rounds_the_window_up_and_reports_the_rate() {
+        assert_eq!(window(q("100/s burst 20")), (100, 1));
+        assert_eq!(window(q("7/s burst 3")), (7, 1));
+    }
+
+    #[test]
+    fn a_fractional_refill_rounds_q_down() {
+        // T = 60/7 s, tau = 8.57 s: w = 9, q = floor(9 * 7 / 60) = 1.
+        assert_eq!(window(q("7/min burst 1")), (1, 9));
+        // T = 1.5 s, tau = 1.5 s: w = 2, q = floor(2 / 1.5) = 1.
+        assert_eq!(window(Quota::new(2, Duration::from_secs(3), 1).unwrap()), (1, 2));
+    }
+
+    #[test]
+    fn r_and_t_never_exceed_the_policy() {
+        for s in ["3/s", "100/s burst 20", "7/min burst 1", "1/s burst 10", "5/h burst 2"] {
+            let quota = q(s);
+            let (q, w) = window(quota);
+            assert!(quota.burst() <= q, "{s}");
+            let tau = quota.period() * u32::try_from(quota.burst()).unwrap()
+                / u32::try_from(quota.count()).unwrap();
+            assert!(whole_seconds_up(tau) <= w, "{s}");
+        }
+    }
+
+    #[test]
+    fn huge_rates_saturate_at_the_structured_field_maximum() {
+        let quota = Quota::new(100_000_000_000, Duration::from_secs(1), 100_000_000_000).unwrap();
+        let policy = Policy::new("p", quota).unwrap();
+        assert_eq!(policy.field().to_str().unwrap(), r#""p";q=100000000000;w=1"#);
+        // 10^11/s with a burst of 2 * 10^15: w = 20,000 s, q = 2 * 10^15, above the maximum.
+        let big = Quota::new(100_000_000_000, Duration::from_secs(1), 2_000_000_000_000_000);
+        let field = Policy::new("p", big.unwrap()).unwrap().field();
+        assert_eq!(field.to_str().unwrap(), r#""p";q=999999999999999;w=20000"#);
+        let limit = policy.service_limit(u64::MAX, Duration::MAX);
+        assert_eq!(limit.to_str().unwrap(), r#""p";r=999999999999999;t=999999999999999"#);
+    }
+
+    #[test]
+    fn fields_are_byte_exact() {
+        let policy = Policy::new("default", q("100/min")).unwrap();
+        assert_eq!(policy.field().to_str().unwrap(), r#""default";q=100;w=60"#);
+        let limit = policy.service_limit(42, Duration::from_millis(6001));
+        assert_eq!(limit.to_str().unwrap(), r#""default";r=42;t=7"#);
+        assert_eq!(
+            policy.service_limit(0, Duration::ZERO).to_str().unwrap(),
+            r#""default";r=0;t=0"#
+        );
+    }
+
+    #[test]
+    fn the_per_thread_cache_never_mixes_up_values() {
+        let a = Policy::new("a", q("10/s")).unwrap();
+        let b = Policy::new("b", q("10/s")).unwrap();
+        for round in 0..3 {
+            for r in 0..300 {
+                for (name, policy) in [("a", &a), ("b", &b)] {
+                    let t = (r + round) % 4;
+                    let got = policy.service_limit(r, Duration::from_secs(t));
+                    assert_eq!(got.to_str().unwrap(), format!(r#""{name}";r={r};t={t}"#));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_escaped_or_refused() {
+        let policy = Policy::new(r#"a "quoted" \ name"#, q("1/s")).unwrap();
+        assert_eq!(policy.field().to_str().unwrap(), r#""a \"quoted\" \\ name";q=1;w=1"#);
+        assert!(Policy::new("tab\there", q("1/s")).is_err());
+        assert!(Policy::new("é", q("1/s")).is_err());
+    }
+
+    #[test]
+    fn retry_after_rounds_up() {
+        assert_eq!(retry_after(Duration::from_millis(1)), "1");
+        assert_eq!(retry_after(Duration::from_secs(2)), "2");
+        assert_eq!(retry_after(Duration::from_nanos(2_000_000_001)), "3");
+        assert_eq!(retry_after(Duration::MAX), u64::MAX.to_string().as_str());
+    }
+}

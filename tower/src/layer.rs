@@ -1,0 +1,324 @@
+//! [`RateLimitLayer`]: what to limit by, and how to answer.
+
+use crate::counters::{Counters, Counts};
+use crate::gate::{Gate, GlobalGate, KeyedGate, QueueGate};
+use crate::headers::{InvalidPolicyName, Policy};
+use crate::key::{KeyExtractor, OnKeyError, PeerIp};
+use crate::operator::OperatorView;
+use crate::service::RateLimit;
+use leakgate::{Clock, KeyedLimiter, Limiter};
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_layer::Layer;
+
+/// A tower layer that rate-limits requests with leakgate: per client IP, per key, or globally;
+/// as a meter (`429 Too Many Requests`) or as a queue (requests wait their turn).
+///
+/// Every service it makes (every route under it, every clone tower or axum takes) shares one
+/// limiter and one set of [`Counts`]. A request that does not conform never reaches the inner
+/// service. Responses carry `RateLimit-Policy` and `RateLimit`
+/// (draft-ietf-httpapi-ratelimit-headers-10; see [`RateLimitHeaders`]), and a 429 carries
+/// `Retry-After` in whole seconds, rounded up.
+///
+/// ```no_run
+/// use axum::{routing::get, Router};
+/// use leakgate::{KeyedLimiter, Quota};
+/// use leakgate_tower::RateLimitLayer;
+/// use std::net::SocketAddr;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let per_ip = KeyedLimiter::new("10/s burst 20".parse::<Quota>()?);
+/// let app = Router::new()
+///     .route("/", get(|| async { "hello" }))
+///     .layer(RateLimitLayer::per_ip(per_ip));
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    shared: Shared,
+}
+
+/// What every service of one layer shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) gate: Arc<dyn Gate>,
+    /// Queue mode, when set: the gate to wait on and the longest wait.
+    pub(crate) queue: Option<(Arc<dyn QueueGate>, Duration)>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) config: Config,
+}
+
+/// How the layer answers.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) policy: Policy,
+    pub(crate) headers: RateLimitHeaders,
+    pub(crate) problem_details: bool,
+    pub(crate) on_key_error: OnKeyError,
+}
+
+/// Which responses carry `RateLimit-Policy` and `RateLimit`. `Retry-After` is always on a 429.
+///
+/// ```
+/// use leakgate::{Limiter, Quota};
+/// use leakgate_tower::{RateLimitHeaders, RateLimitLayer};
+/// let layer = RateLimitLayer::global(Limiter::new(Quota::per_second(100)?))
+///     .headers(RateLimitHeaders::OnRefusal);
+/// # Ok::<(), leakgate::QuotaError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RateLimitHeaders {
+    /// Every response the layer passes or makes (the default).
+    #[default]
+    Always,
+    /// Only the 429 responses.
+    OnRefusal,
+    /// None.
+    Never,
+}
+
+/// A limiter by value, or already in an `Arc` to share it with other code.
+///
+/// ```
+/// use leakgate::{Limiter, Quota};
+/// use leakgate_tower::RateLimitLayer;
+/// use std::sync::Arc;
+/// let lim = Arc::new(Limiter::new(Quota::per_second(10)?));
+/// let layer = RateLimitLayer::global(lim.clone());
+/// assert!(lim.check().is_ok()); // the layer and this code share the bucket
+/// # Ok::<(), leakgate::QuotaError>(())
+/// ```
+pub trait IntoShared<T> {
+    /// `self` in an `Arc`.
+    fn into_shared(self) -> Arc<T>;
+}
+
+impl<T> IntoShared<T> for T {
+    fn into_shared(self) -> Arc<T> {
+        Arc::new(self)
+    }
+}
+
+impl<T> IntoShared<T> for Arc<T> {
+    fn into_shared(self) -> Arc<T> {
+        self
+    }
+}
+
+/// The policy name used unless [`RateLimitLayer::policy_name`] sets another.
+const DEFAULT_POLICY_NAME: &str = "default";
+
+impl RateLimitLayer {
+    /// One bucket per client IP address, found as [`PeerIp::new`] finds it (the connection's
+    /// peer; forwarding headers ignored). With axum, serve with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::RateLimitLayer;
+    /// let layer = RateLimitLayer::per_ip(KeyedLimiter::new(Quota::per_second(5)?));
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn per_ip<C: Clock + Clone + 'static>(
+        keyed: impl IntoShared<KeyedLimiter<IpAddr, C>>,
+    ) -> Self {
+        Self::keyed(keyed, PeerIp::new())
+    }
+
+    /// One bucket per key, the key found by `extractor`: a [`PeerIp`] behind proxies, a
+    /// [`HeaderKey`](crate::HeaderKey), a [`KeyTemplate`](crate::KeyTemplate) or a closure.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::{KeyTemplate, RateLimitLayer};
+    /// let per_route = KeyTemplate::parse("{method} {route}")?;
+    /// let layer = RateLimitLayer::keyed(KeyedLimiter::new(Quota::per_second(1000)?), per_route);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyed<E: KeyExtractor, C: Clock + Clone + 'static>(
+        keyed: impl IntoShared<KeyedLimiter<E::Key, C>>,
+        extractor: E,
+    ) -> Self {
+        let gate = KeyedGate::new(keyed.into_shared(), extractor);
+        Self::with_gate(Arc::new(gate), None)
+    }
+
+    /// One bucket for every request.
+    ///
+    /// ```
+    /// use leakgate::{Limiter, Quota};
+    /// let layer = leakgate_tower::RateLimitLayer::global(Limiter::new(Quota::per_second(1000)?));
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn global<C: Clock + 'static>(limiter: impl IntoShared<Limiter<C>>) -> Self {
+        Self::with_gate(Arc::new(GlobalGate::new(limiter.into_shared())), None)
+    }
+
+    /// One bucket for every request, as a queue: a request that does not conform now waits for
+    /// its turn (in arrival order) if that comes within `max_wait`, and is refused at once with a
+    /// 429 otherwise. A request whose client hangs up while it waits gives its place back when no
+    /// later request was queued behind it (as `Limiter::until_ready_n` does). This smooths bursts
+    /// into the quota's rate instead of failing them, at the cost of holding their connections.
+    /// Waiting needs a tokio runtime with time enabled (axum's has it).
+    ///
+    /// ```
+    /// use leakgate::{Limiter, Quota};
+    /// use std::time::Duration;
+    /// // An upstream that takes 50 requests a second: bursts wait up to 2 s for their turn.
+    /// let smooth = Limiter::new(Quota::per_second(50)?.with_burst(5)?);
+    /// let layer = leakgate_tower::RateLimitLayer::global_queue(smooth, Duration::from_secs(2));
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn global_queue<C: Clock + 'static>(
+        limiter: impl IntoShared<Limiter<C>>,
+        max_wait: Duration,
+    ) -> Self {
+        let gate = Arc::new(GlobalGate::new(limiter.into_shared()));
+        Self::with_gate(gate.clone(), Some((gate, max_wait)))
+    }
+
+    fn with_gate(gate: Arc<dyn Gate>, queue: Option<(Arc<dyn QueueGate>, Duration)>) -> Self {
+        let policy = Policy::new(DEFAULT_POLICY_NAME, gate.quota())
+            .expect("the default policy name is a valid Structured Field String");
+        let config = Config {
+            policy,
+            headers: RateLimitHeaders::Always,
+            problem_details: false,
+            on_key_error: OnKeyError::Reject,
+        };
+        RateLimitLayer {
+            shared: Shared { gate, queue, counters: Arc::new(Counters::new()), config },
+        }
+    }
+
+    /// Names the policy in `RateLimit-Policy` and `RateLimit` (`"default"` unless set). Layers
+    /// nested around one route each add their own item to both fields, so give them distinct
+    /// names. Refused unless printable ASCII.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::RateLimitLayer;
+    /// let layer = RateLimitLayer::per_ip(KeyedLimiter::new(Quota::per_minute(100)?))
+    ///     .policy_name("per-ip")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn policy_name(mut self, name: &str) -> Result<Self, InvalidPolicyName> {
+        self.shared.config.policy = Policy::new(name, self.shared.gate.quota())?;
+        Ok(self)
+    }
+
+    /// Which responses carry the `RateLimit` fields (every one by default).
+    ///
+    /// ```
+    /// use leakgate::{Limiter, Quota};
+    /// use leakgate_tower::{RateLimitHeaders, RateLimitLayer};
+    /// let quiet = RateLimitLayer::global(Limiter::new(Quota::per_second(9)?))
+    ///     .headers(RateLimitHeaders::Never);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn headers(mut self, headers: RateLimitHeaders) -> Self {
+        self.shared.config.headers = headers;
+        self
+    }
+
+    /// Gives refusals an `application/problem+json` body (RFC 9457): the draft's
+    /// `quota-exceeded` problem type on a 429 (naming the policy in `violated-policies`), and
+    /// the reason on a 400. Off by default: a 429 then has an empty body, and a 400 a line of
+    /// text.
+    ///
+    /// ```
+    /// use leakgate::{Limiter, Quota};
+    /// let layer = leakgate_tower::RateLimitLayer::global(Limiter::new(Quota::per_second(9)?))
+    ///     .problem_details(true);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn problem_details(mut self, on: bool) -> Self {
+        self.shared.config.problem_details = on;
+        self
+    }
+
+    /// What to do with a request whose key cannot be found (no peer address, a missing or
+    /// malformed header): refuse it with 400 (the default) or charge it to one shared bucket.
+    /// A global limit finds no key, so this changes nothing for it.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::{HeaderKey, OnKeyError, RateLimitLayer};
+    /// let api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    /// // Anonymous callers share one bucket with the same quota.
+    /// let layer = RateLimitLayer::keyed(KeyedLimiter::new(Quota::per_second(20)?), api_key)
+    ///     .on_key_error(OnKeyError::Global);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn on_key_error(mut self, on_key_error: OnKeyError) -> Self {
+        self.shared.config.on_key_error = on_key_error;
+        self
+    }
+
+    /// What the layer has done so far, over all its services.
+    ///
+    /// ```
+    /// use leakgate::{Limiter, Quota};
+    /// let layer = leakgate_tower::RateLimitLayer::global(Limiter::new(Quota::per_second(9)?));
+    /// assert_eq!(layer.counts().refused, 0);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn counts(&self) -> Counts {
+        self.shared.counters.counts()
+    }
+
+    /// A read-only JSON view of this layer's buckets and counters, to mount on an operator-only
+    /// route (see [`OperatorView`]). Configure the layer first: the view reports the policy name
+    /// it had when the view was made.
+    ///
+    /// ```
+    /// use axum::Router;
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::RateLimitLayer;
+    /// let layer = RateLimitLayer::per_ip(KeyedLimiter::new(Quota::per_second(9)?));
+    /// let admin: Router = Router::new().route_service("/ratelimit", layer.operator_view());
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn operator_view(&self) -> OperatorView {
+        OperatorView::new(self.shared.clone())
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit::new(inner, Arc::new(self.shared.clone()))
+    }
+}
+
+impl fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("quota", &self.shared.gate.quota())
+            .field("limit", &self.shared.gate.info().kind)
+            .field("max_wait", &self.shared.queue.as_ref().map(|(_, max_wait)| max_wait))
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+
+    #[test]
+    fn layers_services_and_views_can_be_shared_across_threads() {
+        shareable::<RateLimitLayer>();
+        shareable::<RateLimit<tower_layer::Identity>>();
+        shareable::<OperatorView>();
+    }
+}

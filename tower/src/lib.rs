@@ -1,0 +1,97 @@
+//! Rate limiting for HTTP servers built on tower (axum, hyper, tonic), with leakgate's exact,
+//! lock-free GCRA and the IETF `RateLimit` header fields.
+//!
+//! [`RateLimitLayer`] limits requests per client IP ([`RateLimitLayer::per_ip`]), per key found
+//! in the request ([`RateLimitLayer::keyed`] with a [`KeyExtractor`]: [`PeerIp`] behind trusted
+//! proxies, [`HeaderKey`], [`KeyTemplate`], or a closure), or all together
+//! ([`RateLimitLayer::global`], and [`RateLimitLayer::global_queue`] to queue instead of refuse).
+//!
+//! * **One limiter per layer.** Every service the layer makes, every route under it and every
+//!   clone share one limiter through an `Arc`, unlike tower's own `RateLimit`, which keeps its
+//!   state per clone (and axum clones services).
+//! * **Refused requests never reach the handler.** They get `429 Too Many Requests` with
+//!   `Retry-After` (whole seconds, rounded up) and, optionally, an `application/problem+json`
+//!   body.
+//! * **Standard headers.** Every response carries `RateLimit-Policy` and `RateLimit`, Structured
+//!   Field lists per draft-ietf-httpapi-ratelimit-headers-10: `"default";q=100;w=60` and
+//!   `"default";r=42;t=7`, where `r` is the bucket's `remaining()` and `t` its `reset_after()`
+//!   in whole seconds, rounded up. How `q` and `w` describe a GCRA quota is explained below.
+//! * **Operators can look.** [`RateLimitLayer::operator_view`] is a read-only JSON route listing
+//!   the fullest buckets (by key prefix and level) and the layer's [`Counts`].
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use leakgate::{KeyedLimiter, Quota};
+//! use leakgate_tower::RateLimitLayer;
+//!
+//! let per_ip = KeyedLimiter::new("100/min".parse::<Quota>()?);
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::per_ip(per_ip));
+//! // Serve with app.into_make_service_with_connect_info::<std::net::SocketAddr>(): the layer
+//! // reads the peer address from ConnectInfo. Responses then carry
+//! //   RateLimit-Policy: "default";q=100;w=60
+//! //   RateLimit: "default";r=99;t=1
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The header values for a GCRA quota
+//!
+//! A quota `count/period burst b` admits `b` requests at once and refills at `count/period`; it
+//! is full again `tau = b * period / count` after it was emptied. The draft's policy is a quota
+//! `q` per window of `w` whole seconds, so the layer announces `w = max(1, ceil(tau))` and
+//! `q = floor(w * count / period)`. Then `r <= b <= q` and `t <= w` on every response, and a
+//! client spending `q` per `w` never exceeds the quota's sustained rate. When `tau` is whole
+//! seconds this is exactly `q = b; w = tau`: `N/s` is `q=N;w=1`, `100/min` is `q=100;w=60`,
+//! `1/s burst 10` is `q=10;w=10`. `100/s burst 20` (`tau` = 0.2 s) is `q=100;w=1` (the rate; `r`
+//! never says more than 20), and `7/min burst 1` is `q=1;w=9` (`q` rounded down).
+//!
+//! # hyper and tonic
+//!
+//! The layer works on any `http::Request` and keeps the inner service's response body type, which
+//! must be a [`RefusalBody`] so the layer can answer 429 and 400 in it: axum's `Body`,
+//! `Full<Bytes>`, `BoxBody`, `UnsyncBoxBody`, `String`, or `Either<AnyBody, Full<Bytes>>` for any
+//! other. So it wraps hyper services (with `tower::ServiceBuilder` and hyper-util's
+//! `TowerToHyperService`) and tonic servers (`Server::builder().layer(...)`, after a
+//! `map_response(|r| r.map(Either::Left))` so tonic's body becomes an `Either`). [`PeerIp`] then
+//! reads a plain `SocketAddr` from the request's extensions, which the accept loop inserts; for
+//! tonic, a closure key extractor can read `TcpConnectInfo` instead. gRPC clients see a 429 as the
+//! status `UNAVAILABLE`, and the `RateLimit` fields as response metadata.
+//!
+//! # Queue mode
+//!
+//! [`RateLimitLayer::global_queue`] holds a request that does not conform until its turn, up to
+//! `max_wait`, using [`leakgate::Limiter::until_ready_n_timeout`]: places are given in arrival
+//! order, a request that would wait longer is refused at once, and a request whose connection
+//! closes while it waits gives its place back if no later one is queued behind it.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod body;
+mod counters;
+mod future;
+mod gate;
+mod headers;
+mod key;
+mod layer;
+mod operator;
+mod refusal;
+mod service;
+
+pub use body::RefusalBody;
+pub use counters::Counts;
+pub use future::ResponseFuture;
+pub use headers::InvalidPolicyName;
+pub use ipnet::IpNet;
+pub use key::{
+    HeaderKey, KeyError, KeyErrorKind, KeyExtractor, KeyTemplate, OnKeyError, PeerIp, ProxyHeader,
+    TemplateError,
+};
+pub use layer::{IntoShared, RateLimitHeaders, RateLimitLayer};
+pub use operator::OperatorView;
+pub use service::RateLimit;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,97 @@
+//! The responses the layer makes itself: `429 Too Many Requests` and `400 Bad Request`, with
+//! their bodies as bytes (the future turns them into the inner service's body type).
+
+use crate::gate::Level;
+use crate::headers::{self, RATELIMIT, RATELIMIT_POLICY};
+use crate::key::KeyError;
+use crate::layer::{Config, RateLimitHeaders};
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, Response, StatusCode};
+use std::time::Duration;
+
+/// The draft's problem type for a request over its quota.
+const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// `application/problem+json` (RFC 9457).
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
+
+/// A problem details object (RFC 9457), with the draft's `violated-policies` member.
+#[derive(serde::Serialize)]
+struct Problem<'a> {
+    r#type: &'a str,
+    title: &'a str,
+    status: u16,
+    detail: String,
+    #[serde(rename = "violated-policies", skip_serializing_if = "Option::is_none")]
+    violated_policies: Option<[&'a str; 1]>,
+}
+
+/// The 429 for a request that did not conform: `Retry-After` when it can ever conform, the
+/// `RateLimit` fields unless turned off, and a problem body if asked for.
+pub(crate) fn too_many_requests(
+    config: &Config,
+    level: Level,
+    retry_after: Option<Duration>,
+) -> Response<Bytes> {
+    let body = if config.problem_details {
+        let detail = match retry_after {
+            Some(wait) => format!("retry in {} s", headers::whole_seconds_up(wait)),
+            None => "the request is larger than the quota's burst and can never conform".to_owned(),
+        };
+        let problem = Problem {
+            r#type: QUOTA_EXCEEDED,
+            title: "Too many requests: the quota is used up",
+            status: StatusCode::TOO_MANY_REQUESTS.as_u16(),
+            detail,
+            violated_policies: Some([config.policy.name()]),
+        };
+        problem_body(&problem)
+    } else {
+        Bytes::new()
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let fields = response.headers_mut();
+    if let Some(wait) = retry_after {
+        fields.insert(RETRY_AFTER, headers::retry_after(wait));
+    }
+    if config.headers != RateLimitHeaders::Never {
+        fields.append(RATELIMIT_POLICY, config.policy.field());
+        fields.append(RATELIMIT, config.policy.service_limit(level.remaining, level.reset_after));
+    }
+    if config.problem_details {
+        fields.insert(CONTENT_TYPE, PROBLEM_JSON);
+    }
+    response
+}
+
+/// The 400 for a request whose key could not be found. Nothing was charged, so there is no
+/// `RateLimit` field; the policy is still announced.
+pub(crate) fn bad_request(config: &Config, error: &KeyError) -> Response<Bytes> {
+    let (body, content_type) = if config.problem_details {
+        let problem = Problem {
+            r#type: "about:blank",
+            title: "Bad Request",
+            status: StatusCode::BAD_REQUEST.as_u16(),
+            detail: error.to_string(),
+            violated_policies: None,
+        };
+        (problem_body(&problem), PROBLEM_JSON)
+    } else {
+        (Bytes::from(format!("{error}\n")), HeaderValue::from_static("text/plain; charset=utf-8"))
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    let fields = response.headers_mut();
+    fields.insert(CONTENT_TYPE, content_type);
+    if config.headers == RateLimitHeaders::Always {
+        fields.append(RATELIMIT_POLICY, config.policy.field());
+    }
+    response
+}
+
+fn problem_body(problem: &Problem<'_>) -> Bytes {
+    // Serialising a struct of strings and integers cannot fail.
+    Bytes::from(serde_json::to_vec(problem).unwrap_or_default())
+}

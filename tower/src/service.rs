@@ -1,0 +1,191 @@
+//! [`RateLimit`]: the service the layer wraps around each inner service.
+
+use crate::body::RefusalBody;
+use crate::counters::Event;
+use crate::future::{Fields, ResponseFuture};
+use crate::gate::{Checked, Level, Waited};
+use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
+use crate::layer::{RateLimitHeaders, Shared};
+use crate::refusal;
+use bytes::Bytes;
+use http::{Request, Response};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// A service rate-limited by a [`RateLimitLayer`](crate::RateLimitLayer); made by the layer.
+///
+/// Clones share the layer's limiter and counters (one `Arc`).
+///
+/// ```
+/// use leakgate::{Limiter, ManualClock, Quota};
+/// use leakgate_tower::RateLimitLayer;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let lim = Limiter::with_clock(Quota::per_second(1)?, ManualClock::new());
+/// let hello = service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+/// });
+/// let svc = RateLimitLayer::global(lim).layer(hello);
+/// let first = svc.clone().oneshot(http::Request::new(())).await?;
+/// let second = svc.oneshot(http::Request::new(())).await?;
+/// assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 429));
+/// assert_eq!(first.headers()["ratelimit"], r#""default";r=0;t=1"#);
+/// assert_eq!(second.headers()["retry-after"], "1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> RateLimit<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        RateLimit { inner, shared }
+    }
+
+    /// The wrapped service.
+    ///
+    /// ```
+    /// use leakgate::{Limiter, Quota};
+    /// use tower::Layer;
+    /// let layer = leakgate_tower::RateLimitLayer::global(Limiter::new(Quota::per_second(1)?));
+    /// let svc = layer.layer(tower::service_fn(|r: http::Request<()>| async move {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// let _inner = svc.get_ref();
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .field("quota", &self.shared.gate.quota())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    ReqB: Send + 'static,
+    ResB: RefusalBody,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let shared = &*self.shared;
+        let (parts, body) = request.into_parts();
+        if let Some((gate, max_wait)) = &shared.queue {
+            return match gate.clone().wait(&parts, shared.config.on_key_error, *max_wait) {
+                Ok(wait) => {
+                    // The inner service was made ready by `poll_ready`: keep that one for the
+                    // request and leave a fresh clone here for the next.
+                    let clone = self.inner.clone();
+                    let ready = std::mem::replace(&mut self.inner, clone);
+                    let request = Request::from_parts(parts, body);
+                    ResponseFuture::queued(queue(wait, ready, request, self.shared.clone()))
+                }
+                Err(error) => {
+                    shared.counters.add(Event::KeyError);
+                    ResponseFuture::refused(refusal::bad_request(&shared.config, &error))
+                }
+            };
+        }
+        match shared.gate.check(&parts, shared.config.on_key_error) {
+            Ok(Checked { decision, keyless }) => {
+                if keyless {
+                    shared.counters.add(Event::KeyError);
+                }
+                match decision {
+                    Ok(admitted) => {
+                        shared.counters.add(Event::Admitted);
+                        let fields = admitted_fields(shared, || Level {
+                            remaining: admitted.remaining(),
+                            reset_after: admitted.reset_after(),
+                        });
+                        let future = self.inner.call(Request::from_parts(parts, body));
+                        ResponseFuture::admitted(future, fields)
+                    }
+                    Err(denied) => {
+                        shared.counters.add(Event::Refused);
+                        let level = Level {
+                            remaining: denied.remaining(),
+                            reset_after: denied.reset_after(),
+                        };
+                        let response =
+                            refusal::too_many_requests(&shared.config, level, denied.retry_after());
+                        ResponseFuture::refused(response)
+                    }
+                }
+            }
+            Err(error) => {
+                shared.counters.add(Event::KeyError);
+                ResponseFuture::refused(refusal::bad_request(&shared.config, &error))
+            }
+        }
+    }
+}
+
+/// The fields an admitted request's response gets, if any; the level is asked for only then
+/// (its divisions are the decision's lazy part).
+#[inline]
+fn admitted_fields(shared: &Shared, level: impl FnOnce() -> Level) -> Option<Fields> {
+    if shared.config.headers != RateLimitHeaders::Always {
+        return None;
+    }
+    let level = level();
+    let policy = &shared.config.policy;
+    Some(Fields {
+        policy: policy.field(),
+        limit: policy.service_limit(level.remaining, level.reset_after),
+    })
+}
+
+/// Waits for a queued request's turn, then calls the inner service; or refuses it.
+async fn queue<S, ReqB>(
+    wait: crate::gate::Wait,
+    mut ready: S,
+    request: Request<ReqB>,
+    shared: Arc<Shared>,
+) -> Result<(S::Future, Option<Fields>), Response<Bytes>>
+where
+    S: Service<Request<ReqB>>,
+{
+    match wait.await {
+        Waited::Released { level, queued } => {
+            if queued {
+                shared.counters.add(Event::Queued);
+            }
+            shared.counters.add(Event::Admitted);
+            Ok((ready.call(request), admitted_fields(&shared, || level)))
+        }
+        Waited::Refused(denied) => {
+            shared.counters.add(Event::Refused);
+            let level = Level { remaining: denied.remaining(), reset_after: denied.reset_after() };
+            Err(refusal::too_many_requests(&shared.config, level, denied.retry_after()))
+        }
+    }
+}
+
+/// Adds the `RateLimit` fields to a response that passed through.
+pub(crate) fn add_fields<B>(response: &mut Response<B>, fields: Fields) {
+    let headers = response.headers_mut();
+    // Appended, not inserted: an inner layer's items stay (the fields are lists).
+    headers.append(RATELIMIT_POLICY, fields.policy);
+    headers.append(RATELIMIT, fields.limit);
+}
