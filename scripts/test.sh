@@ -3,6 +3,7 @@
 # tests, and the loom models. Needs only a Rust toolchain. Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/ensure-redis.sh
 
 echo "== unit, integration, property and doc tests (all features)"
 cargo test --workspace --all-features

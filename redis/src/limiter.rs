@@ -304,6 +304,8 @@ impl AsyncRedisLimiter {
     ) -> Result<Admitted, Denied> {
         match decided {
             Ok((decision, _)) => decision,
+            // A request that cannot be expressed is refused whatever the policy.
+            Err(Error::InvalidRequest(_)) => Err(Denied::new(0, Duration::ZERO, None)),
             Err(_) => self.client.fallback.decide(keys, n, self.client.retry_hint(), &self.client.stats),
         }
     }
