@@ -51,7 +51,8 @@ impl Client {
         let client = redis::Client::open(b.url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(b.connect_timeout))
-            .set_response_timeout(Some(b.deadline.max(Duration::from_millis(100))))
+            // Longer than the deadline: the deadline decides, and counts a timeout as one.
+            .set_response_timeout(Some(b.deadline.saturating_mul(2) + Duration::from_millis(100)))
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(200));
@@ -175,7 +176,8 @@ impl Client {
     async fn eval(&self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         let mut conn = self.conn.clone();
         self.stats.round_trips.inc();
-        match conn.send_packed_command(cmd).await {
+        // An error reply comes back as a value: turn it into an error to sort it.
+        match conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error) {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
                 self.stats.script_loads.inc();
                 let _: String = redis::cmd("SCRIPT")
@@ -183,7 +185,7 @@ impl Client {
                     .arg(script::SOURCE)
                     .query_async(&mut conn)
                     .await?;
-                conn.send_packed_command(cmd).await
+                conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error)
             }
             answer => answer,
         }

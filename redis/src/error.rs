@@ -64,7 +64,9 @@ impl Error {
             ),
             _ => false,
         };
-        if down || err.is_timeout() || err.is_connection_dropped() {
+        if err.is_timeout() {
+            Error::Unavailable(format!("timed out: {err}"))
+        } else if down || err.is_connection_dropped() {
             Error::Unavailable(err.to_string())
         } else {
             Error::Rejected(err.to_string())

@@ -104,6 +104,7 @@ impl Rate {
     }
 
     /// Whether every decision matches the rational model exactly (see the module docs).
+    #[cfg(test)]
     pub(crate) fn is_exact(&self) -> bool {
         self.exact
     }
