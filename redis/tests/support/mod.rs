@@ -2,6 +2,7 @@
 //! killed when dropped. Shared by the tests, the benchmark and the examples.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod float;
 pub mod model;
 
 use nix::sys::signal::{kill, Signal};
