@@ -144,11 +144,11 @@ mod tests {
     #[test]
     fn a_lost_probe_is_replaced_after_the_interval() {
         let b = Breaker::new(1, Duration::from_secs(1));
-        b.failure(0, false);
-        assert_eq!(b.enter(1_000_000_000), Gate::Probe);
+        b.failure(10, false);
+        assert_eq!(b.enter(1_000_000_010), Gate::Probe);
         // Its caller gave up: no success, no failure. Another may probe a second later.
         assert!(matches!(b.enter(1_500_000_000), Gate::Open(_)));
-        assert_eq!(b.enter(2_000_000_000), Gate::Probe);
+        assert_eq!(b.enter(2_000_000_010), Gate::Probe);
     }
 
     #[test]

@@ -40,9 +40,9 @@ pub enum FailurePolicy {
 /// of a lease by `u` emission intervals after the lease's first), or it is dropped, so the fleet
 /// keeps exactly the limit's bound `burst + rate x window`. The price is fairness: a process may
 /// hold up to `max_units` units that others cannot have, and units it cannot use in time are lost
-/// (the *shortfall*). Lease sizes adapt: a key whose lease was used up in time gets a lease twice
-/// as large (up to `max_units`), a key whose lease ran out of time gets one as large as what it
-/// used, so cold keys take no leases at all.
+/// (the *shortfall*). Lease sizes adapt: a key whose lease was used up gets a lease twice as large
+/// (up to `max_units`); a key asked for again soon (`hot_within`) gets twice what it used of its
+/// last lease, at least 1; other keys get what they used, so cold keys take no leases at all.
 ///
 /// ```
 /// use leakgate_redis::LeaseConfig;
@@ -53,6 +53,7 @@ pub enum FailurePolicy {
 pub struct LeaseConfig {
     max_units: u64,
     max_keys: usize,
+    hot_within: Duration,
 }
 
 impl LeaseConfig {
@@ -62,7 +63,24 @@ impl LeaseConfig {
     /// assert_eq!(leakgate_redis::LeaseConfig::new(32).max_units(), 32);
     /// ```
     pub fn new(max_units: u64) -> LeaseConfig {
-        LeaseConfig { max_units, max_keys: 1024 }
+        LeaseConfig { max_units, max_keys: 1024, hot_within: Duration::from_millis(10) }
+    }
+
+    /// A key asked for again within this long of its last round trip is hot, and its leases
+    /// grow (default 10 ms). Keys asked for less often take no leases, so they waste no units.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let leases = leakgate_redis::LeaseConfig::new(8).hot_within(Duration::from_millis(50));
+    /// # let _ = leases;
+    /// ```
+    pub fn hot_within(self, window: Duration) -> LeaseConfig {
+        LeaseConfig { hot_within: window, ..self }
+    }
+
+    /// `hot_within` in ns.
+    pub(crate) fn hot_ns(&self) -> u64 {
+        u64::try_from(self.hot_within.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// How many keys may hold a lease at once; other keys go to Redis on every call.

@@ -115,17 +115,25 @@ impl Lease {
     }
 
     /// How many units the next lease of this key should ask for, at `now_ns`: twice this one
-    /// (at least 1) if the key used it up before its schedule ran out, otherwise what it used.
-    pub(crate) fn next_size(&self, now_ns: u64, max_units: u64) -> u64 {
+    /// (at least 1) if the key is hot (asked again within `hot_ns` of this lease) or used it up,
+    /// otherwise what was used of it. A key that has never held a lease gets none.
+    ///
+    /// A hot key's lease grows even if its units went unused: a unit whose slot begins sooner
+    /// than a round trip after the request is dropped on arrival, so a fast rate needs leases
+    /// of many intervals before any unit is usable.
+    pub(crate) fn next_size(&self, now_ns: u64, hot_ns: u64, max_units: u64) -> u64 {
         if self.schedules.is_empty() {
             return 0;
         }
-        if self.first_usable(now_ns) <= self.units {
-            self.units.saturating_mul(2).clamp(1, max_units.max(1)).min(max_units)
+        // Relaxed: as in `try_take`.
+        let served = self.served.load(Ordering::Relaxed);
+        let hot = now_ns.saturating_sub(self.origin_ns) <= hot_ns;
+        let want = if hot || (self.units > 0 && served >= self.units) {
+            self.units.max(served).saturating_mul(2).max(1)
         } else {
-            // Relaxed: as in `try_take`.
-            self.served.load(Ordering::Relaxed).min(max_units)
-        }
+            served
+        };
+        want.min(max_units)
     }
 
     /// Whether the lease's schedule has run out at `now_ns`.
@@ -226,7 +234,10 @@ impl LeaseTable {
                 return map;
             }
             if map.len() >= self.config.key_capacity() {
-                map.retain(|_, s| Arc::strong_count(s) > 1 || !s.lease.load().is_over(now_ns));
+                // A slot being renewed stays; one whose lease is over is free to go (a caller
+                // still holding it renews a lease that is no longer in the table: safe, units
+                // are charged in Redis either way).
+                map.retain(|_, s| s.refill.try_lock().is_err() || !s.lease.load().is_over(now_ns));
             }
             made = None;
             if map.len() < self.config.key_capacity() {
@@ -278,16 +289,19 @@ mod tests {
     }
 
     #[test]
-    fn sizes_grow_when_used_up_in_time_and_shrink_otherwise() {
+    fn sizes_grow_when_used_up_or_hot_and_shrink_otherwise() {
+        let hot = 1000;
         let l = lease(4);
         l.try_take(1000, 4);
-        assert_eq!(l.next_size(1040, 64), 8);
-        assert_eq!(l.next_size(1040, 6), 6);
-        let idle = lease(4);
-        idle.try_take(1000, 1);
-        assert_eq!(idle.next_size(5000, 64), 1);
-        assert_eq!(Lease::none().next_size(0, 64), 0);
-        assert_eq!(lease(0).next_size(1005, 64), 1);
+        assert_eq!(l.next_size(9000, hot, 64), 8);
+        assert_eq!(l.next_size(9000, hot, 6), 6);
+        let part = lease(4);
+        part.try_take(1000, 1);
+        assert_eq!(part.next_size(1500, hot, 64), 8, "hot: twice the lease");
+        assert_eq!(part.next_size(5000, hot, 64), 1, "cold: what was used");
+        assert_eq!(Lease::none().next_size(0, hot, 64), 0);
+        assert_eq!(lease(0).next_size(1005, hot, 64), 1, "asked again soon: starts leasing");
+        assert_eq!(lease(0).next_size(9000, hot, 64), 0, "asked rarely: no lease");
     }
 
     #[test]

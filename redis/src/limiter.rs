@@ -325,7 +325,8 @@ impl AsyncRedisLimiter {
             return decided;
         }
         let origin = c.local_clock.now_ns();
-        let want = slot.lease.load().next_size(origin, table.config().max_units());
+        let config = table.config();
+        let want = slot.lease.load().next_size(origin, config.hot_ns(), config.max_units());
         let now = c.caller_clock.as_ref().map(|_| origin);
         let decided = self.decide_leasing(&[key], n, 0, want, now).await;
         if let Ok((decision, reply)) = &decided {

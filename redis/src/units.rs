@@ -222,8 +222,8 @@ mod tests {
 
     #[test]
     fn largest_spans_fit() {
-        // The longest period and the largest burst a quota allows still split.
-        let q = Quota::new(1, Duration::from_nanos(u64::MAX), 1).unwrap();
+        // About the longest bucket a quota allows (63 years) still splits at the clock's end.
+        let q = Quota::new(1, Duration::from_nanos(2_000_000_000_000_000_000), 1).unwrap();
         let r = Rate::new(q);
         let clock_end = r.ns_to_units(u64::MAX);
         assert!(r.split(clock_end + r.tau() + r.ns_to_units(MAX_WAIT.as_nanos() as u64)).is_some());

@@ -233,3 +233,4 @@ fn blocking_limiter_works_inside_an_async_runtime_and_drops_there() {
         drop(lim);
     });
 }
+

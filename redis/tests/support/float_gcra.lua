@@ -28,5 +28,5 @@ if now < allow_at then
 end
 -- A Lua number passed to redis.call is written with 14 significant digits.
 local slack = tonumber(ARGV[7] or '0')
-redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil((new_tat - now) * 1000) + slack)
+redis.call('SET', KEYS[1], new_tat, 'PX', math.max(1, math.ceil((new_tat - now) * 1000)) + slack)
 return { 1, '0' }
