@@ -36,13 +36,24 @@ fn main() {
 
     // 1. Throughput, both scripts, interleaved.
     let (mut ours, mut float) = (Vec::new(), Vec::new());
+    let (mut ours_us, mut float_us) = (Vec::new(), Vec::new());
     for round in 0..3 {
         ours.push(rt.block_on(leakgate_throughput(&server, run_for, round)));
+        ours_us.push(server_usec_per_call(&server));
         float.push(rt.block_on(float_throughput(&server, run_for, round)));
+        float_us.push(server_usec_per_call(&server));
     }
     println!("\n64 tasks, one connection, distinct keys (decisions/s, median of 3):");
     println!("  leakgate script      {:>10.0}   (rounds {:?})", median(&mut ours), rounded(&ours));
     println!("  float-seconds script {:>10.0}   (rounds {:?})", median(&mut float), rounded(&float));
+    println!(
+        "  redis-server time per EVALSHA (median, us): leakgate {:.2}, float {:.2}",
+        median(&mut ours_us),
+        median(&mut float_us)
+    );
+    if std::env::var("LEAKGATE_NUMBERS_ONLY_THROUGHPUT").is_ok() {
+        return;
+    }
 
     // 2. A hot key, 64 tasks, with and without leases.
     println!("\n64 tasks on one hot key, quota 100000/s burst 1000:");
@@ -88,6 +99,18 @@ fn main() {
     for processes in [1, 4, 16] {
         fleet(&server, processes, run_for.max(Duration::from_secs(2)));
     }
+}
+
+/// Redis's own time per `EVALSHA` since the last call (its `commandstats`), then reset.
+fn server_usec_per_call(server: &RedisServer) -> f64 {
+    let mut con = server.connection();
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha"))
+        .and_then(|l| l.split("usec_per_call=").nth(1))
+        .and_then(|v| v.split(',').next())
+        .map_or(0.0, |v| v.parse().unwrap())
 }
 
 fn median(v: &mut [f64]) -> f64 {

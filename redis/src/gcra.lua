@@ -19,7 +19,7 @@
 -- backlog.ms, backlog.lo} where backlog = max(TAT - now, 0) before the decision and delay is when
 -- the request may go, rounded up to the nanosecond (0 for a meter).
 
-if redis.replicate_commands then redis.replicate_commands() end
+-- Needs Redis 5 or later (or any Valkey): scripts replicate their effects, so TIME is allowed.
 
 local floor = math.floor
 local TWO53 = 9007199254740992
@@ -79,29 +79,79 @@ local slack = arg(7)
 local write = ARGV[8] == '1'
 local k = #KEYS
 
+-- The common call, one key and one quota without a lease, inlined: the same steps as the
+-- general path below, with no tables but the reply.
+if k == 1 and m == 1 and lease_want == 0 then
+  local D, L, um, ul = arg(9), arg(10), arg(13), arg(14)
+  local cm, cl = arg(15), arg(16)
+  local nl = now_ns * D
+  local sm, sl = now_ms, nl
+  local raw = redis.call('GET', KEYS[1])
+  if raw then
+    local a, b = string.match(raw, '^(%d+):(%d+)$')
+    local am, al = num(a), num(b)
+    if am == nil or al == nil or al >= L then
+      return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[1])
+    end
+    if am > now_ms or (am == now_ms and al > nl) then sm, sl = am, al end
+  end
+  local bm, bl = sub(sm, sl, now_ms, nl, L)
+  local reply = { 1, now_ms, now_ns, 0, 0, 0, bm, bl }
+  if not write then return reply end
+  local em, el = add(bm, bl, cm, cl, L)
+  local dm, dn = 0, 0
+  if em > um or (em == um and el > ul) then
+    local wm, wl = sub(em, el, um, ul, L)
+    dm, dn = wm, ceil_div(wl, D)
+    if dn >= 1000000 then dm, dn = dm + 1, dn - 1000000 end
+  end
+  reply[4], reply[5] = dm, dn
+  if dm > mw_ms or (dm == mw_ms and dn > mw_ns) then
+    reply[1] = 0
+    return reply
+  end
+  local gm, gl = add(now_ms, nl, dm, dn * D, L)
+  if sm < gm or (sm == gm and sl < gl) then sm, sl = gm, gl end
+  sm, sl = add(sm, sl, cm, cl, L)
+  local tm, tl = sub(sm, sl, now_ms, nl, L)
+  if tl > 0 then tm = tm + 1 end
+  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', sm, sl), 'PX',
+    string.format('%.0f', tm + slack + 1))
+  return reply
+end
+
+-- Quota j's numbers at Q[7j-6 .. 7j]: D, L, T.ms, T.lo, tau.ms, tau.lo, and now's lo in its units.
+-- (Flat tables: a script allocates every table on every call.)
 local Q = {}
 for j = 1, m do
-  local b = 8 + (j - 1) * 6
-  local q = { D = arg(b + 1), L = arg(b + 2), tm = arg(b + 3), tl = arg(b + 4),
-              um = arg(b + 5), ul = arg(b + 6) }
-  q.nl = now_ns * q.D
-  Q[j] = q
+  local b, o = 8 + (j - 1) * 6, 7 * (j - 1)
+  for f = 1, 6 do Q[o + f] = arg(b + f) end
+  Q[o + 7] = now_ns * Q[o + 1]
 end
 local cost_base = 8 + m * 6
 
--- Every bucket's state: start = max(TAT, now); backlog = start - now.
-local start_ms, start_lo, bl_ms, bl_lo = {}, {}, {}, {}
+-- The reply, which also holds each bucket's backlog max(TAT - now, 0) at 6 + 2x - 1 and 6 + 2x.
+local reply = { 1, now_ms, now_ns, 0, 0, 0 }
+-- Each bucket's start = max(TAT, now) at S[2x - 1], S[2x]; after a grant, its new TAT.
+local S = {}
 local delay_ms, delay_ns = 0, 0
 for i = 1, k do
   local raw = redis.call('GET', KEYS[i])
   local pos = 1
   for j = 1, m do
-    local q, x = Q[j], (i - 1) * m + j
-    local tm, tl = now_ms, q.nl
+    local o, x = 7 * (j - 1), (i - 1) * m + j
+    local L, nl = Q[o + 2], Q[o + 7]
+    local tm, tl = now_ms, nl
     if raw then
-      local s, e, a, b = string.find(raw, '^(%d+):(%d+)', pos)
+      local a, b, e, _
+      if m == 1 then
+        a, b = string.match(raw, '^(%d+):(%d+)$')
+        e = #raw
+      else
+        _, e, a, b = string.find(raw, '^(%d+):(%d+)', pos)
+      end
       local am, al = num(a), num(b)
-      if s == nil or am == nil or al == nil or al >= q.L then
+      if am == nil or al == nil or al >= L then
         return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[i])
       end
       pos = e + 1
@@ -111,16 +161,16 @@ for i = 1, k do
         end
         pos = pos + 1
       end
-      if not le(am, al, now_ms, q.nl) then tm, tl = am, al end
+      if not le(am, al, now_ms, nl) then tm, tl = am, al end
     end
-    start_ms[x], start_lo[x] = tm, tl
-    bl_ms[x], bl_lo[x] = sub(tm, tl, now_ms, q.nl, q.L)
+    S[2 * x - 1], S[2 * x] = tm, tl
+    local bm, bl = sub(tm, tl, now_ms, nl, L)
+    reply[5 + 2 * x], reply[6 + 2 * x] = bm, bl
     -- The wait before this bucket conforms: max(backlog + cost - tau, 0), in whole ns.
-    local cm, cl = arg(cost_base + 2 * x - 1), arg(cost_base + 2 * x)
-    local sm, sl = add(bl_ms[x], bl_lo[x], cm, cl, q.L)
-    if not le(sm, sl, q.um, q.ul) then
-      local wm, wl = sub(sm, sl, q.um, q.ul, q.L)
-      local wn = ceil_div(wl, q.D)
+    local sm, sl = add(bm, bl, arg(cost_base + 2 * x - 1), arg(cost_base + 2 * x), L)
+    if not le(sm, sl, Q[o + 5], Q[o + 6]) then
+      local wm, wl = sub(sm, sl, Q[o + 5], Q[o + 6], L)
+      local wn = ceil_div(wl, Q[o + 1])
       if wn >= 1000000 then wm, wn = wm + 1, wn - 1000000 end
       if not le(wm, wn, delay_ms, delay_ns) then delay_ms, delay_ns = wm, wn end
     end
@@ -130,72 +180,78 @@ for i = 1, k do
   end
 end
 
-local reply = { 1, now_ms, now_ns, delay_ms, delay_ns, 0 }
-local granted = le(delay_ms, delay_ns, mw_ms, mw_ns)
 if not write then
-  reply[4], reply[5] = 0, 0
-elseif not granted then
+  return reply
+end
+reply[4], reply[5] = delay_ms, delay_ns
+if not le(delay_ms, delay_ns, mw_ms, mw_ns) then
   reply[1] = 0
-else
-  -- Each bucket is charged from the time the request goes: TAT := max(TAT, now + delay) + cost.
-  local new_ms, new_lo = {}, {}
-  for i = 1, k do
-    for j = 1, m do
-      local q, x = Q[j], (i - 1) * m + j
-      local gm, gl = add(now_ms, q.nl, delay_ms, delay_ns * q.D, q.L)
-      local bm, bl = start_ms[x], start_lo[x]
-      if le(bm, bl, gm, gl) then bm, bl = gm, gl end
-      new_ms[x], new_lo[x] = add(bm, bl, arg(cost_base + 2 * x - 1), arg(cost_base + 2 * x), q.L)
-    end
-  end
-  -- A lease: the most extra units up to lease_want that conform now in every bucket, found by
-  -- trying powers of two from the largest down (T * 2^p by doubling, so only sums are exact).
-  if lease_want > 0 and k == 1 and delay_ms == 0 and delay_ns == 0 then
-    local pw = { { n = 1 } }
-    for j = 1, m do pw[1][j] = { Q[j].tm, Q[j].tl } end
-    while pw[#pw].n * 2 <= lease_want do
-      local prev, nxt = pw[#pw], { n = pw[#pw].n * 2 }
-      for j = 1, m do
-        local a, b = add(prev[j][1], prev[j][2], prev[j][1], prev[j][2], Q[j].L)
-        nxt[j] = { a, b }
-      end
-      pw[#pw + 1] = nxt
-    end
-    local leased = 0
-    for p = #pw, 1, -1 do
-      if leased + pw[p].n <= lease_want then
-        local fits, cand = true, {}
-        for j = 1, m do
-          local q = Q[j]
-          local am, al = add(new_ms[j], new_lo[j], pw[p][j][1], pw[p][j][2], q.L)
-          local lm, ll = add(now_ms, q.nl, q.um, q.ul, q.L)
-          if not le(am, al, lm, ll) then fits = false break end
-          cand[j] = { am, al }
-        end
-        if fits then
-          leased = leased + pw[p].n
-          for j = 1, m do new_ms[j], new_lo[j] = cand[j][1], cand[j][2] end
-        end
-      end
-    end
-    reply[6] = leased
-  end
-  -- Write each key's buckets, to expire when the last of them is empty again (plus the slack).
-  for i = 1, k do
-    local parts, ttl = {}, 0
-    for j = 1, m do
-      local q, x = Q[j], (i - 1) * m + j
-      parts[j] = string.format('%.0f:%.0f', new_ms[x], new_lo[x])
-      local dm, dl = sub(new_ms[x], new_lo[x], now_ms, q.nl, q.L)
-      if dl > 0 then dm = dm + 1 end
-      if dm > ttl then ttl = dm end
-    end
-    redis.call('SET', KEYS[i], table.concat(parts, ','), 'PX', string.format('%.0f', ttl + slack + 1))
+  return reply
+end
+
+-- Granted. Each bucket is charged from the time the request goes:
+-- TAT := max(TAT, now + delay) + cost.
+for i = 1, k do
+  for j = 1, m do
+    local o, x = 7 * (j - 1), (i - 1) * m + j
+    local L = Q[o + 2]
+    local gm, gl = add(now_ms, Q[o + 7], delay_ms, delay_ns * Q[o + 1], L)
+    local bm, bl = S[2 * x - 1], S[2 * x]
+    if le(bm, bl, gm, gl) then bm, bl = gm, gl end
+    S[2 * x - 1], S[2 * x] = add(bm, bl, arg(cost_base + 2 * x - 1), arg(cost_base + 2 * x), L)
   end
 end
 
-for x = 1, k * m do
-  reply[6 + 2 * x - 1] = bl_ms[x]
-  reply[6 + 2 * x] = bl_lo[x]
+-- A lease: the most extra units up to lease_want that conform now in every bucket, found by
+-- trying powers of two from the largest down (T * 2^p by doubling, so only sums are exact).
+if lease_want > 0 and k == 1 and delay_ms == 0 and delay_ns == 0 then
+  local pw, n = {}, 1
+  for j = 1, m do pw[2 * j - 1], pw[2 * j] = Q[7 * j - 4], Q[7 * j - 3] end
+  while n * 2 <= lease_want do
+    local base, nb = #pw - 2 * m, #pw
+    for j = 1, m do
+      pw[nb + 2 * j - 1], pw[nb + 2 * j] =
+        add(pw[base + 2 * j - 1], pw[base + 2 * j], pw[base + 2 * j - 1], pw[base + 2 * j], Q[7 * j - 5])
+    end
+    n = n * 2
+  end
+  -- pw holds T * 2^p for p = 0 .. log2(n), m pairs each.
+  local leased = 0
+  while n >= 1 do
+    local p = 0
+    while 2 ^ p < n do p = p + 1 end
+    if leased + n <= lease_want then
+      local fits = true
+      for j = 1, m do
+        local o, L = 7 * (j - 1), Q[7 * j - 5]
+        local am, al = add(S[2 * j - 1], S[2 * j], pw[2 * m * p + 2 * j - 1], pw[2 * m * p + 2 * j], L)
+        local lm, ll = add(now_ms, Q[o + 7], Q[o + 5], Q[o + 6], L)
+        if not le(am, al, lm, ll) then fits = false break end
+      end
+      if fits then
+        leased = leased + n
+        for j = 1, m do
+          S[2 * j - 1], S[2 * j] =
+            add(S[2 * j - 1], S[2 * j], pw[2 * m * p + 2 * j - 1], pw[2 * m * p + 2 * j], Q[7 * j - 5])
+        end
+      end
+    end
+    n = n / 2
+  end
+  reply[6] = leased
+end
+
+-- Write each key's buckets, to expire when the last of them is empty again (plus the slack).
+for i = 1, k do
+  local value, ttl = '', 0
+  for j = 1, m do
+    local o, x = 7 * (j - 1), (i - 1) * m + j
+    local pair = string.format('%.0f:%.0f', S[2 * x - 1], S[2 * x])
+    if j == 1 then value = pair else value = value .. ',' .. pair end
+    local dm, dl = sub(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7], Q[o + 2])
+    if dl > 0 then dm = dm + 1 end
+    if dm > ttl then ttl = dm end
+  end
+  redis.call('SET', KEYS[i], value, 'PX', string.format('%.0f', ttl + slack + 1))
 end
 return reply
