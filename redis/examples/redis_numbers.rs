@@ -31,7 +31,8 @@ fn main() {
     let secs: f64 = std::env::args().nth(1).map_or(1.0, |s| s.parse().expect("seconds"));
     let run_for = Duration::from_secs_f64(secs);
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     println!("redis-server at {}; {secs} s per measurement", server.url());
 
     // 1. Throughput, both scripts, interleaved.
@@ -45,7 +46,11 @@ fn main() {
     }
     println!("\n64 tasks, one connection, distinct keys (decisions/s, median of 3):");
     println!("  leakgate script      {:>10.0}   (rounds {:?})", median(&mut ours), rounded(&ours));
-    println!("  float-seconds script {:>10.0}   (rounds {:?})", median(&mut float), rounded(&float));
+    println!(
+        "  float-seconds script {:>10.0}   (rounds {:?})",
+        median(&mut float),
+        rounded(&float)
+    );
     println!(
         "  redis-server time per EVALSHA (median, us): leakgate {:.2}, float {:.2}",
         median(&mut ours_us),
@@ -54,9 +59,12 @@ fn main() {
     if std::env::var("LEAKGATE_NUMBERS_ONLY_THROUGHPUT").is_ok() {
         return;
     }
+    if std::env::var("LEAKGATE_NUMBERS_ONLY_FLEET").is_ok() {
+        return fleet(&server, 1, run_for.max(Duration::from_secs(2)));
+    }
 
     // 2. A hot key, 64 tasks, with and without leases.
-    println!("\n64 tasks on one hot key, quota 100000/s burst 1000:");
+    println!("\n64 tasks on one hot key, quota 10000/s burst 100:");
     for lease in [0, 256] {
         let (rate, s) = rt.block_on(hot_key(&server, run_for, lease));
         println!(
@@ -172,7 +180,8 @@ async fn float_throughput(server: &RedisServer, run_for: Duration, round: usize)
     let client = redis::Client::open(server.url()).unwrap();
     let con = client.get_multiplexed_async_connection().await.unwrap();
     let float = Arc::new(FloatGcra::new(1_000_000_000, Duration::from_secs(1), 1_000_000_000));
-    let keys: Arc<Vec<String>> = Arc::new((0..TASKS).map(|i| format!("float{round}:k{i}")).collect());
+    let keys: Arc<Vec<String>> =
+        Arc::new((0..TASKS).map(|i| format!("float{round}:k{i}")).collect());
     drive(run_for, move |i| {
         let (mut con, float, keys) = (con.clone(), float.clone(), keys.clone());
         async move {
@@ -182,9 +191,13 @@ async fn float_throughput(server: &RedisServer, run_for: Duration, round: usize)
     .await
 }
 
-async fn hot_key(server: &RedisServer, run_for: Duration, lease: u64) -> (f64, leakgate_redis::Stats) {
+async fn hot_key(
+    server: &RedisServer,
+    run_for: Duration,
+    lease: u64,
+) -> (f64, leakgate_redis::Stats) {
     let mut b = AsyncRedisLimiter::builder(&server.url())
-        .quota("100000/s burst 1000".parse::<Quota>().unwrap())
+        .quota("10000/s burst 100".parse::<Quota>().unwrap())
         .prefix(format!("hot{lease}:"))
         .deadline(Duration::from_millis(100));
     if lease > 0 {
@@ -236,7 +249,9 @@ fn fleet_child(url: &str) {
     let end = time(&mut con);
     let s = lim.stats();
     println!("CHILD {admitted} {start} {end} {} {}", s.decisions(), s.round_trips);
-    eprintln!("  child: {s:?}");
+    if std::env::var("LEAKGATE_NUMBERS_VERBOSE").is_ok() {
+        eprintln!("  child: {s:?}");
+    }
 }
 
 fn fleet(server: &RedisServer, processes: usize, run_for: Duration) {
@@ -262,9 +277,11 @@ fn fleet(server: &RedisServer, processes: usize, run_for: Duration) {
     let sum = |i: usize| rows.iter().map(|r| r[i]).sum::<u64>();
     let (admitted, decisions, trips) = (sum(0), sum(3), sum(4));
     // Every admission lies between the first start and the last end, on Redis's clock.
-    let window = rows.iter().map(|r| r[2]).max().unwrap() - rows.iter().map(|r| r[1]).min().unwrap();
+    let window =
+        rows.iter().map(|r| r[2]).max().unwrap() - rows.iter().map(|r| r[1]).min().unwrap();
     // Demand was continuous only while every process ran.
-    let all_ran = rows.iter().map(|r| r[2]).min().unwrap() - rows.iter().map(|r| r[1]).max().unwrap();
+    let all_ran =
+        rows.iter().map(|r| r[2]).min().unwrap() - rows.iter().map(|r| r[1]).max().unwrap();
     let bound = 100.0 + 10_000.0 * window as f64 / 1e6;
     let floor = 10_000.0 * all_ran as f64 / 1e6;
     println!(

@@ -116,7 +116,11 @@ impl RedisLimiter {
     /// let ok = lim.check_all_n(&["{acme}/tenant", "{acme}/user/42"], 1);
     /// # let _ = ok; }
     /// ```
-    pub fn check_all_n<K: AsRef<[u8]> + Sync>(&self, keys: &[K], n: u64) -> Result<Admitted, Denied> {
+    pub fn check_all_n<K: AsRef<[u8]> + Sync>(
+        &self,
+        keys: &[K],
+        n: u64,
+    ) -> Result<Admitted, Denied> {
         self.run(self.limiter.check_all_n(keys, n))
     }
 
@@ -230,7 +234,9 @@ where
         return handle.block_on(fut);
     }
     std::thread::scope(|s| {
-        s.spawn(|| handle.block_on(fut)).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        s.spawn(|| handle.block_on(fut))
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
 }
 

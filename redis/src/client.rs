@@ -48,7 +48,8 @@ impl Client {
             return Err(Error::Config("the key prefix must not contain '{'".into()));
         }
         let rates: Vec<Rate> = b.quotas.iter().map(|&q| Rate::new(q)).collect();
-        let client = redis::Client::open(b.url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
+        let client =
+            redis::Client::open(b.url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(b.connect_timeout))
             // Longer than the deadline: the deadline decides, and counts a timeout as one.

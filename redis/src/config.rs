@@ -194,7 +194,8 @@ impl Builder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/").deadline(Duration::from_millis(20));
+    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .deadline(Duration::from_millis(20));
     /// # let _ = b;
     /// ```
     pub fn deadline(mut self, deadline: Duration) -> Builder {
@@ -206,7 +207,8 @@ impl Builder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/").connect_timeout(Duration::from_secs(3));
+    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .connect_timeout(Duration::from_secs(3));
     /// # let _ = b;
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Builder {
@@ -218,7 +220,8 @@ impl Builder {
     ///
     /// ```
     /// use leakgate_redis::FailurePolicy;
-    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/").failure_policy(FailurePolicy::Allow);
+    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .failure_policy(FailurePolicy::Allow);
     /// # let _ = b;
     /// ```
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Builder {
@@ -247,7 +250,8 @@ impl Builder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/").expiry_slack(Duration::from_secs(5));
+    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .expiry_slack(Duration::from_secs(5));
     /// # let _ = b;
     /// ```
     pub fn expiry_slack(mut self, slack: Duration) -> Builder {
@@ -258,7 +262,8 @@ impl Builder {
     /// Serves hot keys from leases (see [`LeaseConfig`]). Off by default.
     ///
     /// ```
-    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/").leases(leakgate_redis::LeaseConfig::new(16));
+    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .leases(leakgate_redis::LeaseConfig::new(16));
     /// # let _ = b;
     /// ```
     pub fn leases(mut self, leases: LeaseConfig) -> Builder {
@@ -284,7 +289,8 @@ impl Builder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/").breaker(5, Duration::from_millis(100));
+    /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .breaker(5, Duration::from_millis(100));
     /// # let _ = b;
     /// ```
     pub fn breaker(mut self, failures: u32, open_for: Duration) -> Builder {
@@ -296,7 +302,9 @@ impl Builder {
     /// Connects, blocking until Redis answers or the connect timeout passes.
     ///
     /// ```no_run
-    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/").quota("1/s".parse()?).connect()?;
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .quota("1/s".parse()?)
+    ///     .connect()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn connect(self) -> Result<RedisLimiter, Error> {

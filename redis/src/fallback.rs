@@ -84,9 +84,9 @@ impl Fallback {
 fn share(quota: &Quota, servers: u32) -> Result<Quota, Error> {
     let period = quota.period().checked_mul(servers);
     let burst = (quota.burst() / u64::from(servers)).max(1);
-    period
-        .and_then(|p| Quota::new(quota.count(), p, burst).ok())
-        .ok_or_else(|| Error::Config(format!("cannot divide the quota {quota} by {servers} servers")))
+    period.and_then(|p| Quota::new(quota.count(), p, burst).ok()).ok_or_else(|| {
+        Error::Config(format!("cannot divide the quota {quota} by {servers} servers"))
+    })
 }
 
 #[cfg(test)]

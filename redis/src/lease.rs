@@ -79,7 +79,8 @@ impl Lease {
     /// The first unit whose slot has not begun at `now_ns`.
     fn first_usable(&self, now_ns: u64) -> u64 {
         let elapsed = now_ns.saturating_sub(self.origin_ns);
-        let elapsed = u128::from(elapsed) + if self.stretch { u128::from(elapsed >> 10) } else { 0 };
+        let elapsed =
+            u128::from(elapsed) + if self.stretch { u128::from(elapsed >> 10) } else { 0 };
         let mut first = 0u128;
         for s in self.schedules.iter() {
             let at = elapsed * s.units_per_ns;

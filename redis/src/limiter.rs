@@ -40,7 +40,8 @@ impl AsyncRedisLimiter {
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-    /// let lim = leakgate_redis::AsyncRedisLimiter::connect("redis://127.0.0.1/", "5/s".parse()?).await?;
+    /// let url = "redis://127.0.0.1/";
+    /// let lim = leakgate_redis::AsyncRedisLimiter::connect(url, "5/s".parse()?).await?;
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str, quota: Quota) -> Result<AsyncRedisLimiter, Error> {
@@ -114,7 +115,11 @@ impl AsyncRedisLimiter {
     /// let ok = lim.check_all_n(&["{acme}/tenant", "{acme}/user/42"], 1).await;
     /// # let _ = ok; }
     /// ```
-    pub async fn check_all_n<K: AsRef<[u8]>>(&self, keys: &[K], n: u64) -> Result<Admitted, Denied> {
+    pub async fn check_all_n<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        n: u64,
+    ) -> Result<Admitted, Denied> {
         let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
         self.or_policy(&keys, n, self.decide(&keys, n, 0).await)
     }
@@ -306,12 +311,19 @@ impl AsyncRedisLimiter {
             Ok((decision, _)) => decision,
             // A request that cannot be expressed is refused whatever the policy.
             Err(Error::InvalidRequest(_)) => Err(Denied::new(0, Duration::ZERO, None)),
-            Err(_) => self.client.fallback.decide(keys, n, self.client.retry_hint(), &self.client.stats),
+            Err(_) => {
+                self.client.fallback.decide(keys, n, self.client.retry_hint(), &self.client.stats)
+            }
         }
     }
 
     /// `check_n` for a key that may hold a lease: one caller at a time renews it.
-    async fn leased_check(&self, table: &LeaseTable, key: &[u8], n: u64) -> Result<Admitted, Denied> {
+    async fn leased_check(
+        &self,
+        table: &LeaseTable,
+        key: &[u8],
+        n: u64,
+    ) -> Result<Admitted, Denied> {
         let c = &self.client;
         let Some(slot) = table.slot(key, c.local_clock.now_ns()) else {
             return self.or_policy(&[key], n, self.decide(&[key], n, 0).await);

@@ -58,7 +58,8 @@ impl Call<'_> {
             .arg(self.expiry_slack_ms.min(1 << 40))
             .arg(if self.write { "1" } else { "0" });
         for rate in rates {
-            let t = rate.split(rate.interval()).ok_or(Error::InvalidRequest("quota out of range"))?;
+            let t =
+                rate.split(rate.interval()).ok_or(Error::InvalidRequest("quota out of range"))?;
             let tau = rate.split(rate.tau()).ok_or(Error::InvalidRequest("quota out of range"))?;
             cmd.arg(rate.units_per_ns()).arg(rate.units_per_ms());
             cmd.arg(t.ms).arg(t.lo).arg(tau.ms).arg(tau.lo);
@@ -92,9 +93,14 @@ pub(crate) struct Reply {
 
 impl Reply {
     /// Reads the script's reply; `buckets` is the number of (key, quota) pairs.
-    pub(crate) fn parse(value: redis::Value, rates: &[Rate], buckets: usize) -> Result<Reply, Error> {
+    pub(crate) fn parse(
+        value: redis::Value,
+        rates: &[Rate],
+        buckets: usize,
+    ) -> Result<Reply, Error> {
         let bad = || Error::Rejected("unexpected reply from the leakgate script".into());
-        let numbers: Vec<i64> = redis::FromRedisValue::from_redis_value(value).map_err(|_| bad())?;
+        let numbers: Vec<i64> =
+            redis::FromRedisValue::from_redis_value(value).map_err(|_| bad())?;
         if numbers.len() != 6 + 2 * buckets || numbers.iter().any(|&v| v < 0) {
             return Err(bad());
         }
@@ -151,7 +157,8 @@ impl Reply {
             remaining = remaining.min(rate.remaining(backlog));
             reset_after = reset_after.max(rate.units_to_duration(backlog));
         }
-        let retry = (!never).then(|| Duration::from_nanos(self.delay_ns - max_wait_ns.min(self.delay_ns)));
+        let retry =
+            (!never).then(|| Duration::from_nanos(self.delay_ns - max_wait_ns.min(self.delay_ns)));
         Denied::new(remaining, reset_after, retry)
     }
 }

@@ -42,9 +42,11 @@ pub struct Stats {
     pub breaker_opened: u64,
     /// Times the script was loaded again after Redis had lost it (`NOSCRIPT`).
     pub script_loads: u64,
-    /// Failed calls admitted by the failure policy ([`FailurePolicy::Allow`](crate::FailurePolicy::Allow)).
+    /// Failed calls admitted by the failure policy
+    /// ([`FailurePolicy::Allow`](crate::FailurePolicy::Allow)).
     pub policy_admitted: u64,
-    /// Failed calls denied by the failure policy ([`FailurePolicy::Deny`](crate::FailurePolicy::Deny)).
+    /// Failed calls denied by the failure policy
+    /// ([`FailurePolicy::Deny`](crate::FailurePolicy::Deny)).
     pub policy_denied: u64,
     /// Failed calls admitted by the local fallback limiter.
     pub fallback_admitted: u64,
@@ -57,8 +59,8 @@ impl Stats {
     ///
     /// ```
     /// use leakgate_redis::Stats;
-    /// let s = Stats { redis_admitted: 2, local_admitted: 5, policy_denied: 1, ..Stats::default() };
-    /// assert_eq!(s.decisions(), 8);
+    /// let s = Stats { redis_admitted: 2, local_admitted: 5, ..Stats::default() };
+    /// assert_eq!(s.decisions(), 7);
     /// ```
     pub fn decisions(&self) -> u64 {
         self.redis_admitted

@@ -63,7 +63,9 @@ fn reports_match_the_limiter_with_the_callers_clock() {
         let (r, l) = (lim.check("k"), local.check());
         assert_eq!(r.is_ok(), l.is_ok());
         match (r, l) {
-            (Ok(r), Ok(l)) => assert_eq!((r.remaining(), r.reset_after()), (l.remaining(), l.reset_after())),
+            (Ok(r), Ok(l)) => {
+                assert_eq!((r.remaining(), r.reset_after()), (l.remaining(), l.reset_after()))
+            }
             (Err(r), Err(l)) => {
                 assert_eq!((r.remaining(), r.retry_after()), (l.remaining(), l.retry_after()));
                 assert_eq!(r.reset_after(), l.reset_after());
@@ -139,7 +141,8 @@ fn quota_sets_and_prefixes_do_not_share_buckets() {
     let per_day = limiter(&server, "1/d");
     per_hour.check("k").unwrap();
     per_day.check("k").unwrap();
-    let other = RedisLimiter::builder(&server.url()).quota(q("1/h")).prefix("other:").connect().unwrap();
+    let other =
+        RedisLimiter::builder(&server.url()).quota(q("1/h")).prefix("other:").connect().unwrap();
     other.check("k").unwrap();
     assert!(per_hour.check("k").is_err());
     assert_ne!(per_hour.redis_key("k"), per_day.redis_key("k"));
@@ -233,4 +236,3 @@ fn blocking_limiter_works_inside_an_async_runtime_and_drops_there() {
         drop(lim);
     });
 }
-

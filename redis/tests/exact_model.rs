@@ -27,9 +27,8 @@ fn next_prefix() -> String {
 
 /// Quotas with awkward intervals: any count up to 10^6 over any period up to 10 s in ns.
 fn quota() -> impl Strategy<Value = Quota> {
-    (1u64..=1_000_000, 1u64..=10_000_000_000, 1u64..=12).prop_filter_map("valid", |(c, p, b)| {
-        Quota::new(c, Duration::from_nanos(p), b).ok()
-    })
+    (1u64..=1_000_000, 1u64..=10_000_000_000, 1u64..=12)
+        .prop_filter_map("valid", |(c, p, b)| Quota::new(c, Duration::from_nanos(p), b).ok())
 }
 
 #[derive(Clone, Debug)]
@@ -43,11 +42,13 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
+    let step = prop_oneof![0u64..1_000, 0u64..1_000_000_000, 0u64..20_000_000_000];
+    let keys = prop::collection::vec(0usize..3, 1..4);
     prop_oneof![
-        3 => prop_oneof![0u64..1_000, 0u64..1_000_000_000, 0u64..20_000_000_000].prop_map(Op::Advance),
+        3 => step.prop_map(Op::Advance),
         2 => (0usize..3).prop_map(Op::AdvanceToRetry),
         6 => (0usize..3, 0u64..=14).prop_map(|(k, n)| Op::Check(k, n)),
-        2 => (prop::collection::vec(0usize..3, 1..4), 0u64..=6).prop_map(|(k, n)| Op::CheckAll(k, n)),
+        2 => (keys, 0u64..=6).prop_map(|(k, n)| Op::CheckAll(k, n)),
         2 => (0usize..3, 0u64..=6, 0u64..5_000_000_000).prop_map(|(k, n, w)| Op::Reserve(k, n, w)),
     ]
 }
@@ -108,7 +109,9 @@ proptest! {
                         (Err(no), expected @ Decision::Denied { .. }) => {
                             prop_assert_eq!(observed(Err(no)), expected);
                         }
-                        (got, expected) => prop_assert!(false, "reserve: {:?} vs {:?}", got, expected),
+                        (got, expected) => {
+                            prop_assert!(false, "reserve: {:?} vs {:?}", got, expected)
+                        }
                     }
                 }
             }

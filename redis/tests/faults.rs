@@ -144,4 +144,3 @@ fn script_flush_is_transparent() {
     let s = lim.stats();
     assert_eq!((s.script_loads, s.redis_admitted, s.redis_denied, s.rejected), (1, 2, 1, 0));
 }
-

@@ -131,7 +131,8 @@ fn four_by_four(run_ms: u64, lease: u64, lower: f64) {
     let admitted: u64 = rows.iter().map(|r| r[0]).sum();
     let first_start = rows.iter().map(|r| r[1]).min().unwrap();
     let last_end = rows.iter().map(|r| r[2]).max().unwrap();
-    let all_running = rows.iter().map(|r| r[2]).min().unwrap() - rows.iter().map(|r| r[1]).max().unwrap();
+    let all_running =
+        rows.iter().map(|r| r[2]).min().unwrap() - rows.iter().map(|r| r[1]).max().unwrap();
     let decisions: u64 = rows.iter().map(|r| r[3]).sum();
     let round_trips: u64 = rows.iter().map(|r| r[4]).sum();
     let failures: u64 = rows.iter().map(|r| r[5]).sum();

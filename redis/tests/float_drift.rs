@@ -7,8 +7,8 @@
 //! last bit is 2^-24 s = 59.6 ns. Every admission rounds the state to that grid, which is
 //! invisible at a few units per second (tens of ns per admission: a hundredth of a unit a day at
 //! 3/s) and large at millions per second, too fast or too slow as `T` falls on the grid (at
-//! 10,000/s this script admitted 29,997 where the exact count over 3 s is 30,002). (Redis 6 and older wrote 14 digits: a 10 us grid,
-//! which made 3/s admit about 2.6 units a day too many.)
+//! 10,000/s this script admitted 29,997 where the exact count over 3 s is 30,002). Redis 6 and
+//! older wrote 14 digits: a 10 us grid, which made 3/s admit about 2.6 units a day too many.
 
 mod support;
 

@@ -63,9 +63,8 @@ impl Model {
             }
             (remaining, reset as u64)
         };
-        let never = times.iter().any(|&(_, c)| {
-            self.quotas.iter().any(|q| n.saturating_mul(c) > q.burst())
-        });
+        let never =
+            times.iter().any(|&(_, c)| self.quotas.iter().any(|q| n.saturating_mul(c) > q.burst()));
         if n == 0 || never {
             let (remaining, reset_after_ns) = report(&buckets, &|_, _| 0);
             return if n == 0 {
@@ -96,10 +95,8 @@ impl Model {
             let (c, p) = (u128::from(q.count()), q.period().as_nanos());
             let new = tat.max(go * c) + u128::from(n * times[i].1) * p;
             after.push((i, j, new));
-            let entry = self
-                .tat
-                .entry(times[i].0.to_vec())
-                .or_insert_with(|| vec![0; self.quotas.len()]);
+            let entry =
+                self.tat.entry(times[i].0.to_vec()).or_insert_with(|| vec![0; self.quotas.len()]);
             entry[j] = new;
         }
         let (remaining, reset_after_ns) = report(&after, &|_, _| 0);
@@ -108,9 +105,7 @@ impl Model {
 }
 
 /// The model's view of a limiter's answer, for comparison.
-pub fn observed(
-    decision: Result<(leakgate::Admitted, u64), leakgate::Denied>,
-) -> Decision {
+pub fn observed(decision: Result<(leakgate::Admitted, u64), leakgate::Denied>) -> Decision {
     let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap();
     match decision {
         Ok((ok, delay_ns)) => Decision::Admitted {
