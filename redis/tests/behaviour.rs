@@ -236,3 +236,62 @@ fn blocking_limiter_works_inside_an_async_runtime_and_drops_there() {
         drop(lim);
     });
 }
+
+#[test]
+fn leases_under_several_quotas_keep_every_bound() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(1_700_000_000));
+    let mk = || {
+        RedisLimiter::builder(&server.url())
+            .quota(q("100/s burst 30"))
+            .quota(q("70/s burst 50"))
+            .caller_clock(clock.clone())
+            .expiry_slack(Duration::from_secs(3600))
+            .deadline(Duration::from_secs(5))
+            .leases(LeaseConfig::new(64))
+            .connect()
+            .unwrap()
+    };
+    let (a, b) = (mk(), mk());
+    let mut admitted = 0u64;
+    for _ in 0..300 {
+        for _ in 0..3 {
+            admitted += u64::from(a.check("hot").is_ok()) + u64::from(b.check("hot").is_ok());
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+    // 300 ms: the tighter bound is min(30 + 100 * 0.3, 50 + 70 * 0.3) = 60 (+1 at the boundary).
+    assert!(admitted <= 61, "admitted {admitted}");
+    assert!(admitted >= 50, "admitted {admitted}");
+    let leased = a.stats().leased_units + b.stats().leased_units;
+    assert!(leased > 0, "{:?} {:?}", a.stats(), b.stats());
+}
+
+#[test]
+fn leased_units_are_dropped_once_their_slot_has_begun() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(1_700_000_000));
+    let b = RedisLimiter::builder(&server.url())
+        .quota(q("10/s burst 5"))
+        .caller_clock(clock.clone())
+        .expiry_slack(Duration::from_secs(3600));
+    let with_leases = b.clone().leases(LeaseConfig::new(4)).connect().unwrap();
+    let plain = b.connect().unwrap();
+    // Take leases until some leased units are unused.
+    for _ in 0..5 {
+        let s = with_leases.stats();
+        if s.leased_units > s.local_admitted {
+            break;
+        }
+        with_leases.check("k").unwrap();
+    }
+    let s = with_leases.stats();
+    assert!(s.leased_units > s.local_admitted, "{s:?}");
+    // A second later the bucket is empty again, and the other process takes the whole burst.
+    clock.advance(Duration::from_secs(1));
+    plain.check_n("k", 5).unwrap();
+    // The leased units' slots have begun: using them now would exceed the burst.
+    assert!(with_leases.check("k").is_err());
+}
