@@ -24,8 +24,10 @@
 local floor = math.floor
 local TWO53 = 9007199254740992
 
+-- A decimal field of a stored bucket (digits only, by the pattern that captured it): its value if
+-- it is below 2^53, else nil.
 local function num(s)
-  if type(s) ~= 'string' or #s == 0 or #s > 16 or string.find(s, '%D') then return nil end
+  if s == nil or #s > 16 then return nil end
   local v = tonumber(s)
   if v >= TWO53 then return nil end
   return v
