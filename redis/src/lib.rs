@@ -92,3 +92,8 @@ pub use error::Error;
 pub use limiter::AsyncRedisLimiter;
 pub use reservation::RedisReservation;
 pub use stats::Stats;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
