@@ -129,9 +129,10 @@ impl Client {
         }
     }
 
-    /// Runs the script once: within the deadline, unless the breaker is open or too many calls
-    /// are in flight. Records the outcome in the breaker and the counters.
-    pub(crate) async fn call(&self, call: &Call<'_>) -> Result<Reply, Error> {
+    /// Runs the script once: within `budget` (the deadline, less what the call already waited),
+    /// unless the breaker is open or too many calls are in flight. Records the outcome in the
+    /// breaker and the counters.
+    pub(crate) async fn call(&self, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
         let cmd = call.command(&self.sha, &self.rates)?;
         let gate = self.breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
@@ -142,7 +143,7 @@ impl Client {
             self.stats.overloaded.inc();
             return Err(Error::Overloaded);
         };
-        let answer = tokio::time::timeout(self.deadline, self.eval(&cmd)).await;
+        let answer = tokio::time::timeout(budget, self.eval(&cmd)).await;
         drop(permit);
         let error = match answer {
             Ok(Ok(value)) => {

@@ -221,7 +221,8 @@ impl AsyncRedisLimiter {
     /// Answers from the lease table alone, when it can (no await: the blocking API uses it too).
     pub(crate) fn try_local(&self, key: &[u8], n: u64) -> Option<Result<Admitted, Denied>> {
         let table = self.client.leases.as_ref()?;
-        if n == 0 {
+        if n == 0 || n > self.client.min_burst {
+            // A peek, or a cost that never conforms: Redis reports those.
             return None;
         }
         let stats = &self.client.stats;
@@ -245,7 +246,8 @@ impl AsyncRedisLimiter {
         n: u64,
         max_wait_ns: u64,
     ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
-        self.decide_leasing(keys, n, max_wait_ns, 0, self.client.caller_now()).await
+        let c = &self.client;
+        self.decide_leasing(keys, n, max_wait_ns, 0, c.caller_now(), c.deadline).await
     }
 
     async fn decide_leasing(
@@ -255,6 +257,7 @@ impl AsyncRedisLimiter {
         max_wait_ns: u64,
         lease_want: u64,
         now_ns: Option<u64>,
+        budget: Duration,
     ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
         let c = &self.client;
         if keys.is_empty() {
@@ -284,7 +287,7 @@ impl AsyncRedisLimiter {
             write: n > 0 && !never,
             expiry_slack_ms: c.expiry_slack_ms,
         };
-        let reply = c.call(&call).await?;
+        let reply = c.call(&call, budget).await?;
         let decision = if never {
             Err(reply.denied(&c.rates, 0, true))
         } else if reply.granted {
@@ -328,6 +331,8 @@ impl AsyncRedisLimiter {
         let Some(slot) = table.slot(key, c.local_clock.now_ns()) else {
             return self.or_policy(&[key], n, self.decide(&[key], n, 0).await);
         };
+        // One deadline for the whole call: waiting for the renewer, then the round trip.
+        let started = std::time::Instant::now();
         let Ok(_renewing) = tokio::time::timeout(c.deadline, slot.refill.lock()).await else {
             c.stats.timeouts.inc();
             return self.or_policy(&[key], n, Err(Error::Timeout(c.deadline)));
@@ -340,7 +345,8 @@ impl AsyncRedisLimiter {
         let config = table.config();
         let want = slot.lease.load().next_size(origin, config.hot_ns(), config.max_units());
         let now = c.caller_clock.as_ref().map(|_| origin);
-        let decided = self.decide_leasing(&[key], n, 0, want, now).await;
+        let budget = c.deadline.saturating_sub(started.elapsed());
+        let decided = self.decide_leasing(&[key], n, 0, want, now, budget).await;
         if let Ok((decision, reply)) = &decided {
             match decision {
                 Ok(_) => slot.lease.store(Arc::new(self.lease_from(origin, reply, n))),

@@ -76,7 +76,8 @@ fn frozen_redis_calls_return_by_their_deadline_and_the_breaker_opens() {
         let start = Instant::now();
         assert!(lim.check("k").is_err());
         assert!(open.check("k").is_ok());
-        assert!(start.elapsed() <= 2 * DEADLINE + SLACK, "took {:?}", start.elapsed());
+        // Two calls (deny, then allow), each within its deadline.
+        assert!(start.elapsed() <= 2 * (DEADLINE + SLACK), "took {:?}", start.elapsed());
     }
     let s = lim.stats();
     assert_eq!(s.timeouts, 3, "three timeouts open the breaker: {s:?}");
@@ -143,4 +144,35 @@ fn script_flush_is_transparent() {
     assert!(lim.check("k").is_err());
     let s = lim.stats();
     assert_eq!((s.script_loads, s.redis_admitted, s.redis_denied, s.rejected), (1, 2, 1, 0));
+}
+
+#[test]
+fn with_leases_every_call_still_returns_by_its_deadline() {
+    let server = RedisServer::start();
+    let lim = RedisLimiter::builder(&server.url())
+        .quota("1000000/s".parse::<Quota>().unwrap())
+        .deadline(DEADLINE)
+        .breaker(1000, Duration::from_secs(1))
+        .leases(leakgate_redis::LeaseConfig::new(8))
+        .connect()
+        .unwrap();
+    // Make the key hot, then freeze Redis with the lease used up.
+    for _ in 0..200 {
+        let _ = lim.check("hot");
+    }
+    server.pause();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    let start = Instant::now();
+                    let _ = lim.check("hot");
+                    assert!(start.elapsed() <= DEADLINE + SLACK, "took {:?}", start.elapsed());
+                }
+            });
+        }
+    });
+    let s = lim.stats();
+    assert!(s.timeouts > 0 && s.policy_denied > 0, "{s:?}");
+    server.resume();
 }
