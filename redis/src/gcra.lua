@@ -21,6 +21,71 @@
 
 -- Needs Redis 5 or later (or any Valkey): scripts replicate their effects, so TIME is allowed.
 
+-- The common call, one key and one quota, no lease: the steps of the general path below,
+-- inlined before anything else is set up (a script pays for every function and table it makes,
+-- on every call).
+if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' then
+  local tonumber = tonumber
+  local now_ms, now_ns
+  if ARGV[1] == '' then
+    local t = redis.call('TIME')
+    local us = tonumber(t[2])
+    now_ms = tonumber(t[1]) * 1000 + (us - us % 1000) / 1000
+    now_ns = (us % 1000) * 1000
+  else
+    now_ms, now_ns = tonumber(ARGV[1]), tonumber(ARGV[2])
+  end
+  local D, L, um, ul = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[13]), tonumber(ARGV[14])
+  local cm, cl = tonumber(ARGV[15]), tonumber(ARGV[16])
+  local nl = now_ns * D
+  local sm, sl = now_ms, nl
+  local raw = redis.call('GET', KEYS[1])
+  if raw then
+    local a, b = string.match(raw, '^(%d+):(%d+)$')
+    if a == nil or #a > 16 or #b > 16 then
+      return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[1])
+    end
+    local am, al = tonumber(a), tonumber(b)
+    if am >= 9007199254740992 or al >= L then
+      return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[1])
+    end
+    if am > now_ms or (am == now_ms and al > nl) then sm, sl = am, al end
+  end
+  local bm, bl = sm - now_ms, sl - nl
+  if bl < 0 then bm, bl = bm - 1, bl + L end
+  local reply = { 1, now_ms, now_ns, 0, 0, 0, bm, bl }
+  if ARGV[8] ~= '1' then return reply end
+  local em, el = bm + cm, bl + cl
+  if el >= L then em, el = em + 1, el - L end
+  local dm, dn = 0, 0
+  if em > um or (em == um and el > ul) then
+    local wm, wl = em - um, el - ul
+    if wl < 0 then wm, wl = wm - 1, wl + L end
+    local q = math.floor(wl / D)
+    if q * D > wl then q = q - 1 elseif (q + 1) * D <= wl then q = q + 1 end
+    if q * D < wl then q = q + 1 end
+    dm, dn = wm, q
+    if dn >= 1000000 then dm, dn = dm + 1, dn - 1000000 end
+  end
+  reply[4], reply[5] = dm, dn
+  local mw_ms, mw_ns = tonumber(ARGV[4]), tonumber(ARGV[5])
+  if dm > mw_ms or (dm == mw_ms and dn > mw_ns) then
+    reply[1] = 0
+    return reply
+  end
+  local gm, gl = now_ms + dm, nl + dn * D
+  if gl >= L then gm, gl = gm + 1, gl - L end
+  if sm < gm or (sm == gm and sl < gl) then sm, sl = gm, gl end
+  sm, sl = sm + cm, sl + cl
+  if sl >= L then sm, sl = sm + 1, sl - L end
+  local tm, tl = sm - now_ms, sl - nl
+  if tl < 0 then tm, tl = tm - 1, tl + L end
+  if tl > 0 then tm = tm + 1 end
+  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', sm, sl), 'PX', tm + tonumber(ARGV[7]) + 1)
+  return reply
+end
+
+
 local floor = math.floor
 local TWO53 = 9007199254740992
 
@@ -80,47 +145,6 @@ local lease_want = arg(6)
 local slack = arg(7)
 local write = ARGV[8] == '1'
 local k = #KEYS
-
--- The common call, one key and one quota without a lease, inlined: the same steps as the
--- general path below, with no tables but the reply.
-if k == 1 and m == 1 and lease_want == 0 then
-  local D, L, um, ul = arg(9), arg(10), arg(13), arg(14)
-  local cm, cl = arg(15), arg(16)
-  local nl = now_ns * D
-  local sm, sl = now_ms, nl
-  local raw = redis.call('GET', KEYS[1])
-  if raw then
-    local a, b = string.match(raw, '^(%d+):(%d+)$')
-    local am, al = num(a), num(b)
-    if am == nil or al == nil or al >= L then
-      return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[1])
-    end
-    if am > now_ms or (am == now_ms and al > nl) then sm, sl = am, al end
-  end
-  local bm, bl = sub(sm, sl, now_ms, nl, L)
-  local reply = { 1, now_ms, now_ns, 0, 0, 0, bm, bl }
-  if not write then return reply end
-  local em, el = add(bm, bl, cm, cl, L)
-  local dm, dn = 0, 0
-  if em > um or (em == um and el > ul) then
-    local wm, wl = sub(em, el, um, ul, L)
-    dm, dn = wm, ceil_div(wl, D)
-    if dn >= 1000000 then dm, dn = dm + 1, dn - 1000000 end
-  end
-  reply[4], reply[5] = dm, dn
-  if dm > mw_ms or (dm == mw_ms and dn > mw_ns) then
-    reply[1] = 0
-    return reply
-  end
-  local gm, gl = add(now_ms, nl, dm, dn * D, L)
-  if sm < gm or (sm == gm and sl < gl) then sm, sl = gm, gl end
-  sm, sl = add(sm, sl, cm, cl, L)
-  local tm, tl = sub(sm, sl, now_ms, nl, L)
-  if tl > 0 then tm = tm + 1 end
-  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', sm, sl), 'PX',
-    string.format('%.0f', tm + slack + 1))
-  return reply
-end
 
 -- Quota j's numbers at Q[7j-6 .. 7j]: D, L, T.ms, T.lo, tau.ms, tau.lo, and now's lo in its units.
 -- (Flat tables: a script allocates every table on every call.)
