@@ -152,9 +152,11 @@ fn four_by_four(run_ms: u64, lease: u64, lower: f64) {
     assert!(decisions > 10 * admitted, "demand exceeded the rate");
 }
 
+// The short runs ask for 95% of the rate (a debug build on a busy machine may stall longer than
+// the burst's 100 ms); the long ones, in release, for 99%.
 #[test]
 fn four_processes_of_four_threads_never_exceed_the_bound() {
-    four_by_four(1000, 0, 0.99);
+    four_by_four(1000, 0, 0.95);
 }
 
 #[test]
@@ -166,7 +168,7 @@ fn four_processes_with_leases_never_exceed_the_bound() {
 #[ignore = "3 s per variant; run in release by CI"]
 fn four_processes_of_four_threads_for_three_seconds() {
     four_by_four(3000, 0, 0.99);
-    four_by_four(3000, 16, 0.95);
+    four_by_four(3000, 16, 0.99);
 }
 
 /// Three processes reserve at 100/s (burst 1): Redis's go-times, merged, are spaced by at
