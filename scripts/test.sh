@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration, property and doc tests, the large stress and flood
-# tests, and the loom models. Needs only a Rust toolchain. Usage: bash scripts/test.sh
+# tests, and the loom models. Needs a Rust toolchain; installs redis-server (Debian package) for
+# leakgate-redis's tests if it is missing. Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/ensure-redis.sh
 
 echo "== unit, integration, property and doc tests (all features)"
 cargo test --workspace --all-features

@@ -1,0 +1,195 @@
+//! One round trip to Redis under a deadline, a circuit breaker and a bound on calls in flight.
+
+use crate::breaker::{Breaker, Gate};
+use crate::config::Builder;
+use crate::error::Error;
+use crate::fallback::{Fallback, LocalClock};
+use crate::lease::LeaseTable;
+use crate::script::{self, Call, Reply};
+use crate::stats::Counters;
+use crate::units::Rate;
+use leakgate::{Clock, TscClock};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// Everything a limiter shares between its handles.
+pub(crate) struct Client {
+    conn: ConnectionManager,
+    sha: String,
+    pub(crate) rates: Vec<Rate>,
+    /// `prefix + rates + ":"`: the start of every Redis key of this limiter.
+    key_head: Vec<u8>,
+    pub(crate) deadline: Duration,
+    pub(crate) fallback: Fallback,
+    /// The caller's clock, when time does not come from Redis.
+    pub(crate) caller_clock: Option<LocalClock>,
+    /// The clock leases and cached denials read: the caller's, or a monotonic one.
+    pub(crate) local_clock: LocalClock,
+    monotonic: TscClock,
+    pub(crate) expiry_slack_ms: u64,
+    breaker: Breaker,
+    breaker_open_for: Duration,
+    pub(crate) stats: Counters,
+    in_flight: Semaphore,
+    pub(crate) leases: Option<LeaseTable>,
+    /// The smallest burst over the quotas: a cost above it never conforms.
+    pub(crate) min_burst: u64,
+}
+
+impl Client {
+    /// Connects (waiting at most the connect timeout) and loads the script.
+    pub(crate) async fn connect(b: Builder) -> Result<Client, Error> {
+        if b.quotas.is_empty() {
+            return Err(Error::Config("a limiter needs at least one quota".into()));
+        }
+        if b.prefix.contains('{') {
+            return Err(Error::Config("the key prefix must not contain '{'".into()));
+        }
+        let rates: Vec<Rate> = b.quotas.iter().map(|&q| Rate::new(q)).collect();
+        let client =
+            redis::Client::open(b.url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(b.connect_timeout))
+            // Longer than the deadline: the deadline decides, and counts a timeout as one.
+            .set_response_timeout(Some(b.deadline.saturating_mul(2) + Duration::from_millis(100)))
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(200));
+        let connecting = ConnectionManager::new_with_config(client, config);
+        let mut conn = tokio::time::timeout(b.connect_timeout, connecting)
+            .await
+            .map_err(|_| Error::Config("no connection to Redis within the connect timeout".into()))?
+            .map_err(|e| Error::Config(format!("cannot connect to Redis: {e}")))?;
+        let sha = script::sha();
+        let mut load = redis::cmd("SCRIPT");
+        load.arg("LOAD").arg(script::SOURCE);
+        let loaded: String = tokio::time::timeout(b.connect_timeout, load.query_async(&mut conn))
+            .await
+            .map_err(|_| Error::Config("Redis did not load the script in time".into()))?
+            .map_err(|e| Error::Config(format!("Redis refused the script: {e}")))?;
+        debug_assert_eq!(loaded, sha);
+        let monotonic = TscClock::new();
+        let local_clock: LocalClock = match &b.caller_clock {
+            Some(clock) => clock.clone(),
+            None => Arc::new(monotonic.clone()),
+        };
+        let fallback = Fallback::new(b.policy, &b.quotas, &local_clock)?;
+        let slack = b.expiry_slack.unwrap_or(match b.caller_clock {
+            Some(_) => Duration::from_secs(60),
+            None => Duration::ZERO,
+        });
+        let mut key_head = b.prefix.into_bytes();
+        key_head.extend_from_slice(b"gcra1");
+        for rate in &rates {
+            key_head.push(b'/');
+            key_head.extend_from_slice(rate.id().as_bytes());
+        }
+        key_head.push(b':');
+        Ok(Client {
+            conn,
+            sha,
+            min_burst: rates.iter().map(Rate::burst).min().unwrap_or(0),
+            rates,
+            key_head,
+            deadline: b.deadline,
+            fallback,
+            caller_clock: b.caller_clock,
+            local_clock,
+            monotonic,
+            expiry_slack_ms: u64::try_from(slack.as_millis()).unwrap_or(u64::MAX),
+            breaker: Breaker::new(b.breaker_failures, b.breaker_open_for),
+            breaker_open_for: b.breaker_open_for,
+            stats: Counters::default(),
+            in_flight: Semaphore::new(b.max_in_flight),
+            leases: b.leases.map(LeaseTable::new),
+        })
+    }
+
+    /// The Redis key that holds `key`'s buckets.
+    pub(crate) fn redis_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut full = Vec::with_capacity(self.key_head.len() + key.len());
+        full.extend_from_slice(&self.key_head);
+        full.extend_from_slice(key);
+        full
+    }
+
+    /// The time to send to the script: the caller's clock, or `None` for Redis `TIME`.
+    pub(crate) fn caller_now(&self) -> Option<u64> {
+        self.caller_clock.as_ref().map(|c| c.now_ns())
+    }
+
+    /// When asking Redis again may help, after a failed call.
+    pub(crate) fn retry_hint(&self) -> Duration {
+        if self.breaker.is_open() {
+            self.breaker_open_for
+        } else {
+            self.deadline
+        }
+    }
+
+    /// Runs the script once: within `budget` (the deadline, less what the call already waited),
+    /// unless the breaker is open or too many calls are in flight. Records the outcome in the
+    /// breaker and the counters.
+    pub(crate) async fn call(&self, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
+        let cmd = call.command(&self.sha, &self.rates)?;
+        let gate = self.breaker.enter(self.monotonic.now_ns());
+        if let Gate::Open(_) = gate {
+            self.stats.short_circuited.inc();
+            return Err(Error::CircuitOpen);
+        }
+        let Ok(permit) = self.in_flight.try_acquire() else {
+            self.stats.overloaded.inc();
+            return Err(Error::Overloaded);
+        };
+        let answer = tokio::time::timeout(budget, self.eval(&cmd)).await;
+        drop(permit);
+        let error = match answer {
+            Ok(Ok(value)) => {
+                self.breaker.success();
+                let buckets = call.keys.len() * self.rates.len();
+                let reply = Reply::parse(value, &self.rates, buckets);
+                if reply.is_err() {
+                    self.stats.rejected.inc();
+                }
+                return reply;
+            }
+            Ok(Err(e)) => Error::from_redis(e),
+            Err(_) => Error::Timeout(self.deadline),
+        };
+        match &error {
+            Error::Timeout(_) => self.stats.timeouts.inc(),
+            Error::Unavailable(_) => self.stats.unavailable.inc(),
+            _ => self.stats.rejected.inc(),
+        }
+        if error.is_unavailable() {
+            if self.breaker.failure(self.monotonic.now_ns(), gate == Gate::Probe) {
+                self.stats.breaker_opened.inc();
+            }
+        } else {
+            // Redis answered, if with an error: it is up.
+            self.breaker.success();
+        }
+        Err(error)
+    }
+
+    /// `EVALSHA`, loading the script again if Redis lost it (restart, `SCRIPT FLUSH`).
+    async fn eval(&self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        let mut conn = self.conn.clone();
+        self.stats.round_trips.inc();
+        // An error reply comes back as a value: turn it into an error to sort it.
+        match conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error) {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.stats.script_loads.inc();
+                let _: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(script::SOURCE)
+                    .query_async(&mut conn)
+                    .await?;
+                conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error)
+            }
+            answer => answer,
+        }
+    }
+}

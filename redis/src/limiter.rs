@@ -1,0 +1,386 @@
+//! [`AsyncRedisLimiter`]: the limit in Redis, decided by one script call per request.
+
+use crate::client::Client;
+use crate::config::Builder;
+use crate::error::Error;
+use crate::lease::{Lease, LeaseTable, Local, Schedule};
+use crate::reservation::RedisReservation;
+use crate::script::{Call, Reply};
+use crate::stats::Stats;
+use crate::units::MAX_WAIT;
+use leakgate::{Admitted, Denied, Quota};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A limit shared through Redis, for async code (tokio): every process that connects with the
+/// same quotas and prefix shares each key's buckets.
+///
+/// Calls from many tasks are pipelined over one multiplexed connection. Each decision is one
+/// round trip (or none, from a lease); each call returns within the deadline, Redis or not.
+/// Cloning is cheap and clones share everything.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use leakgate_redis::AsyncRedisLimiter;
+/// let lim = AsyncRedisLimiter::connect("redis://127.0.0.1:6379/", "1/s".parse()?).await?;
+/// match lim.check("refunds/bank-a").await {
+///     Ok(_) => println!("go"),
+///     Err(no) => println!("retry in {:?}", no.retry_after()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AsyncRedisLimiter {
+    client: Arc<Client>,
+}
+
+impl AsyncRedisLimiter {
+    /// Connects with one quota and every default (see [`Builder`]).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "redis://127.0.0.1/";
+    /// let lim = leakgate_redis::AsyncRedisLimiter::connect(url, "5/s".parse()?).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str, quota: Quota) -> Result<AsyncRedisLimiter, Error> {
+        Builder::new(url).quota(quota).connect_async().await
+    }
+
+    /// A builder, for several quotas or other settings.
+    ///
+    /// ```
+    /// let b = leakgate_redis::AsyncRedisLimiter::builder("redis://127.0.0.1/");
+    /// # let _ = b;
+    /// ```
+    pub fn builder(url: &str) -> Builder {
+        Builder::new(url)
+    }
+
+    pub(crate) async fn from_builder(b: Builder) -> Result<AsyncRedisLimiter, Error> {
+        Ok(AsyncRedisLimiter { client: Arc::new(Client::connect(b).await?) })
+    }
+
+    /// Checks one unit for `key`: `check_n(key, 1)`.
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// if lim.check("api/alice").await.is_ok() { /* serve */ }
+    /// # }
+    /// ```
+    pub async fn check(&self, key: impl AsRef<[u8]>) -> Result<Admitted, Denied> {
+        self.check_n(key, 1).await
+    }
+
+    /// Checks a request of cost `n` for `key`, with the meaning of
+    /// [`leakgate::Limiter::check_n`] across every process sharing the limit. When Redis cannot
+    /// decide, the failure policy answers. With leases on, a hot key is often answered here.
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// let ok = lim.check_n("uploads/bob", 5).await;
+    /// # let _ = ok; }
+    /// ```
+    pub async fn check_n(&self, key: impl AsRef<[u8]>, n: u64) -> Result<Admitted, Denied> {
+        let key = key.as_ref();
+        if let Some(decided) = self.try_local(key, n) {
+            return decided;
+        }
+        match &self.client.leases {
+            Some(table) if n >= 1 && n <= self.client.min_burst => {
+                self.leased_check(table, key, n).await
+            }
+            _ => self.or_policy(&[key], n, self.decide(&[key], n, 0).await),
+        }
+    }
+
+    /// What the buckets of `key` would say to one unit now, changing nothing: `check_n(key, 0)`.
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// let left = lim.peek("api/alice").await.map(|ok| ok.remaining());
+    /// # let _ = left; }
+    /// ```
+    pub async fn peek(&self, key: impl AsRef<[u8]>) -> Result<Admitted, Denied> {
+        self.check_n(key, 0).await
+    }
+
+    /// Checks a request of cost `n` against every bucket of every key, all or nothing: either
+    /// all are charged or none is. A key named twice is charged twice. With Redis Cluster every
+    /// key must hash to one slot: give them a common `{tag}` (see the crate docs).
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// let ok = lim.check_all_n(&["{acme}/tenant", "{acme}/user/42"], 1).await;
+    /// # let _ = ok; }
+    /// ```
+    pub async fn check_all_n<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        n: u64,
+    ) -> Result<Admitted, Denied> {
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.or_policy(&keys, n, self.decide(&keys, n, 0).await)
+    }
+
+    /// The decision of `check_n` without the failure policy: an error when Redis gave none.
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// match lim.try_check_n("k", 1).await {
+    ///     Ok(decision) => println!("Redis says {:?}", decision.is_ok()),
+    ///     Err(e) => println!("no decision: {e}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn try_check_n(
+        &self,
+        key: impl AsRef<[u8]>,
+        n: u64,
+    ) -> Result<Result<Admitted, Denied>, Error> {
+        self.decide(&[key.as_ref()], n, 0).await.map(|(decision, _)| decision)
+    }
+
+    /// Reserves one unit: `reserve_n(key, 1, max_wait)`.
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// let r = lim.reserve("jobs", std::time::Duration::from_secs(1)).await;
+    /// # let _ = r; }
+    /// ```
+    pub async fn reserve(
+        &self,
+        key: impl AsRef<[u8]>,
+        max_wait: Duration,
+    ) -> Result<RedisReservation, Denied> {
+        self.reserve_n(key, 1, max_wait).await
+    }
+
+    /// Reserves `n` units for `key`, to go at the earliest time they conform in every bucket, if
+    /// that is at most `max_wait` from now (cut to about 34 years); otherwise denies and changes
+    /// nothing. Every process's reservations on a key are served in the order Redis granted
+    /// them: the queue is global. The reservation says when to go; waiting is the caller's.
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisLimiter) -> Result<(), leakgate::Denied> {
+    /// let r = lim.reserve_n("jobs", 1, std::time::Duration::from_secs(5)).await?;
+    /// tokio::time::sleep(r.delay()).await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reserve_n(
+        &self,
+        key: impl AsRef<[u8]>,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<RedisReservation, Denied> {
+        let key = key.as_ref();
+        let max_wait_ns = u64::try_from(max_wait.min(MAX_WAIT).as_nanos()).unwrap_or(u64::MAX);
+        match self.decide(&[key], n, max_wait_ns).await {
+            Ok((decision, reply)) => decision.map(|_| RedisReservation::new(&reply)),
+            Err(e) => {
+                let now = self.client.local_clock.now_ns();
+                self.or_policy(&[key], n, Err(e)).map(|_| RedisReservation::at(now))
+            }
+        }
+    }
+
+    /// The limiter's counters.
+    ///
+    /// ```no_run
+    /// # fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// println!("{} round trips", lim.stats().round_trips);
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.client.stats.snapshot()
+    }
+
+    /// The quotas every key is limited by.
+    ///
+    /// ```no_run
+    /// # fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// assert!(!lim.quotas().is_empty());
+    /// # }
+    /// ```
+    pub fn quotas(&self) -> Vec<Quota> {
+        self.client.rates.iter().map(|r| r.quota()).collect()
+    }
+
+    /// The Redis key that holds `key`'s buckets.
+    ///
+    /// ```no_run
+    /// # fn f(lim: leakgate_redis::AsyncRedisLimiter) {
+    /// assert!(lim.redis_key("k").ends_with(b":k"));
+    /// # }
+    /// ```
+    pub fn redis_key(&self, key: impl AsRef<[u8]>) -> Vec<u8> {
+        self.client.redis_key(key.as_ref())
+    }
+
+    /// Answers from the lease table alone, when it can (no await: the blocking API uses it too).
+    pub(crate) fn try_local(&self, key: &[u8], n: u64) -> Option<Result<Admitted, Denied>> {
+        let table = self.client.leases.as_ref()?;
+        if n == 0 || n > self.client.min_burst {
+            // A peek, or a cost that never conforms: Redis reports those.
+            return None;
+        }
+        let stats = &self.client.stats;
+        match table.serve(key, self.client.local_clock.now_ns(), n) {
+            Local::Admitted(left) => {
+                stats.local_admitted.inc();
+                Some(Ok(Admitted::new(left, Duration::ZERO)))
+            }
+            Local::Denied(retry) => {
+                stats.local_denied.inc();
+                Some(Err(Denied::new(0, Duration::ZERO, Some(Duration::from_nanos(retry)))))
+            }
+            Local::Ask => None,
+        }
+    }
+
+    /// One script call deciding cost `n` on `keys` (may wait `max_wait_ns`), with its reply.
+    async fn decide(
+        &self,
+        keys: &[&[u8]],
+        n: u64,
+        max_wait_ns: u64,
+    ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
+        let c = &self.client;
+        self.decide_leasing(keys, n, max_wait_ns, 0, c.caller_now(), c.deadline).await
+    }
+
+    async fn decide_leasing(
+        &self,
+        keys: &[&[u8]],
+        n: u64,
+        max_wait_ns: u64,
+        lease_want: u64,
+        now_ns: Option<u64>,
+        budget: Duration,
+    ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
+        let c = &self.client;
+        if keys.is_empty() {
+            return Err(Error::InvalidRequest("a request needs at least one key"));
+        }
+        let mut redis_keys: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
+        let mut times_named: Vec<u64> = Vec::with_capacity(keys.len());
+        for key in keys {
+            let full = c.redis_key(key);
+            match redis_keys.iter().position(|k| *k == full) {
+                Some(i) => times_named[i] += 1,
+                None => {
+                    redis_keys.push(full);
+                    times_named.push(1);
+                }
+            }
+        }
+        let most_named = times_named.iter().copied().max().unwrap_or(1);
+        let never = n.saturating_mul(most_named) > c.min_burst;
+        let call = Call {
+            keys: &redis_keys,
+            times_named: &times_named,
+            n,
+            now_ns,
+            max_wait_ns,
+            lease_want,
+            write: n > 0 && !never,
+            expiry_slack_ms: c.expiry_slack_ms,
+        };
+        let reply = c.call(&call, budget).await?;
+        let decision = if never {
+            Err(reply.denied(&c.rates, 0, true))
+        } else if reply.granted {
+            Ok(reply.admitted(&c.rates, &times_named, n))
+        } else {
+            Err(reply.denied(&c.rates, max_wait_ns, false))
+        };
+        match &decision {
+            Ok(_) => c.stats.redis_admitted.inc(),
+            Err(_) => c.stats.redis_denied.inc(),
+        }
+        c.stats.leased_units.add(reply.leased);
+        Ok((decision, reply))
+    }
+
+    /// The decision, or the failure policy's answer when there is none.
+    fn or_policy(
+        &self,
+        keys: &[&[u8]],
+        n: u64,
+        decided: Result<(Result<Admitted, Denied>, Reply), Error>,
+    ) -> Result<Admitted, Denied> {
+        match decided {
+            Ok((decision, _)) => decision,
+            // A request that cannot be expressed is refused whatever the policy.
+            Err(Error::InvalidRequest(_)) => Err(Denied::new(0, Duration::ZERO, None)),
+            Err(_) => {
+                self.client.fallback.decide(keys, n, self.client.retry_hint(), &self.client.stats)
+            }
+        }
+    }
+
+    /// `check_n` for a key that may hold a lease: one caller at a time renews it.
+    async fn leased_check(
+        &self,
+        table: &LeaseTable,
+        key: &[u8],
+        n: u64,
+    ) -> Result<Admitted, Denied> {
+        let c = &self.client;
+        let Some(slot) = table.slot(key, c.local_clock.now_ns()) else {
+            return self.or_policy(&[key], n, self.decide(&[key], n, 0).await);
+        };
+        // One deadline for the whole call: waiting for the renewer, then the round trip.
+        let started = std::time::Instant::now();
+        let Ok(_renewing) = tokio::time::timeout(c.deadline, slot.refill.lock()).await else {
+            c.stats.timeouts.inc();
+            return self.or_policy(&[key], n, Err(Error::Timeout(c.deadline)));
+        };
+        // Another caller may have renewed the lease while this one waited.
+        if let Some(decided) = self.try_local(key, n) {
+            return decided;
+        }
+        let origin = c.local_clock.now_ns();
+        let config = table.config();
+        let want = slot.lease.load().next_size(origin, config.hot_ns(), config.max_units());
+        let now = c.caller_clock.as_ref().map(|_| origin);
+        let budget = c.deadline.saturating_sub(started.elapsed());
+        let decided = self.decide_leasing(&[key], n, 0, want, now, budget).await;
+        if let Ok((decision, reply)) = &decided {
+            match decision {
+                Ok(_) => slot.lease.store(Arc::new(self.lease_from(origin, reply, n))),
+                Err(no) if n == 1 => {
+                    if let Some(retry) = no.retry_after() {
+                        let retry = u64::try_from(retry.as_nanos()).unwrap_or(u64::MAX);
+                        slot.deny_until(origin, retry);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        self.or_policy(&[key], n, decided)
+    }
+
+    /// The lease an admission of cost `n` took (possibly of no units: it still records when).
+    fn lease_from(&self, origin: u64, reply: &Reply, n: u64) -> Lease {
+        let c = &self.client;
+        let schedules = c
+            .rates
+            .iter()
+            .zip(&reply.backlogs)
+            .map(|(rate, &before)| Schedule {
+                units_per_ns: u128::from(rate.units_per_ns()),
+                interval: rate.interval(),
+                first: before + rate.cost(n),
+            })
+            .collect();
+        Lease::new(origin, c.caller_clock.is_none(), schedules, reply.leased)
+    }
+}
+
+impl fmt::Debug for AsyncRedisLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncRedisLimiter").field("quotas", &self.quotas()).finish_non_exhaustive()
+    }
+}

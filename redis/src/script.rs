@@ -1,0 +1,164 @@
+//! The server-side script: its text, the arguments of one call, and what its reply means.
+//!
+//! The script (`gcra.lua`) decides one request over every bucket of its keys, all or nothing,
+//! in one round trip; Redis runs scripts one at a time, so no other decision interleaves. It
+//! is sent with `EVALSHA` and loaded again (`SCRIPT LOAD`) when Redis answers `NOSCRIPT`, after
+//! a restart or a `SCRIPT FLUSH`.
+
+use crate::error::Error;
+use crate::units::{Rate, Split, NS_PER_MS};
+use leakgate::{Admitted, Denied};
+use std::time::Duration;
+
+/// The script's source.
+pub(crate) const SOURCE: &str = include_str!("gcra.lua");
+
+/// The SHA-1 of [`SOURCE`], as `EVALSHA` wants it.
+pub(crate) fn sha() -> String {
+    redis::Script::new(SOURCE).get_hash().to_string()
+}
+
+/// One call of the script.
+#[derive(Debug)]
+pub(crate) struct Call<'a> {
+    /// Full Redis keys, each once.
+    pub(crate) keys: &'a [Vec<u8>],
+    /// How many times each key was named: its buckets are charged that many times `n`.
+    pub(crate) times_named: &'a [u64],
+    /// Cost of the request.
+    pub(crate) n: u64,
+    /// The caller's clock in ns, or `None` for Redis `TIME`.
+    pub(crate) now_ns: Option<u64>,
+    /// How long the request may wait to go, in ns (0 for a meter).
+    pub(crate) max_wait_ns: u64,
+    /// Extra units to lease after an admission (0: none).
+    pub(crate) lease_want: u64,
+    /// `false` for a peek: decide nothing, write nothing, report the state.
+    pub(crate) write: bool,
+    /// Milliseconds a key lives beyond the moment its buckets are empty.
+    pub(crate) expiry_slack_ms: u64,
+}
+
+impl Call<'_> {
+    /// The `EVALSHA` command for this call. Every number is below 2^53 (see [`crate::units`]).
+    pub(crate) fn command(&self, sha: &str, rates: &[Rate]) -> Result<redis::Cmd, Error> {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(sha).arg(self.keys.len());
+        for key in self.keys {
+            cmd.arg(key.as_slice());
+        }
+        match self.now_ns {
+            None => cmd.arg("").arg(0),
+            Some(ns) => cmd.arg(ns / NS_PER_MS).arg(ns % NS_PER_MS),
+        };
+        cmd.arg(rates.len())
+            .arg(self.max_wait_ns / NS_PER_MS)
+            .arg(self.max_wait_ns % NS_PER_MS)
+            .arg(self.lease_want)
+            .arg(self.expiry_slack_ms.min(1 << 40))
+            .arg(if self.write { "1" } else { "0" });
+        for rate in rates {
+            let t =
+                rate.split(rate.interval()).ok_or(Error::InvalidRequest("quota out of range"))?;
+            let tau = rate.split(rate.tau()).ok_or(Error::InvalidRequest("quota out of range"))?;
+            cmd.arg(rate.units_per_ns()).arg(rate.units_per_ms());
+            cmd.arg(t.ms).arg(t.lo).arg(tau.ms).arg(tau.lo);
+        }
+        for &times in self.times_named {
+            for rate in rates {
+                let n = if self.write { self.n.saturating_mul(times) } else { 0 };
+                let cost =
+                    rate.split(rate.cost(n)).ok_or(Error::InvalidRequest("cost out of range"))?;
+                cmd.arg(cost.ms).arg(cost.lo);
+            }
+        }
+        Ok(cmd)
+    }
+}
+
+/// What the script answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reply {
+    /// Whether the request was granted (always for a peek).
+    pub(crate) granted: bool,
+    /// The time the script decided at, in ns since the clock's origin.
+    pub(crate) now_ns: u64,
+    /// When the request may go, in ns from `now_ns` (0 for a meter).
+    pub(crate) delay_ns: u64,
+    /// Extra units leased after the admission.
+    pub(crate) leased: u64,
+    /// `max(TAT - now, 0)` before the decision, in units, for each key (outer) and quota (inner).
+    pub(crate) backlogs: Vec<u128>,
+}
+
+impl Reply {
+    /// Reads the script's reply; `buckets` is the number of (key, quota) pairs.
+    pub(crate) fn parse(
+        value: redis::Value,
+        rates: &[Rate],
+        buckets: usize,
+    ) -> Result<Reply, Error> {
+        let bad = || Error::Rejected("unexpected reply from the leakgate script".into());
+        let numbers: Vec<i64> =
+            redis::FromRedisValue::from_redis_value(value).map_err(|_| bad())?;
+        if numbers.len() != 6 + 2 * buckets || numbers.iter().any(|&v| v < 0) {
+            return Err(bad());
+        }
+        let at = |i: usize| numbers[i] as u64;
+        let span = |ms: u64, ns: u64| ms.saturating_mul(NS_PER_MS).saturating_add(ns);
+        let backlogs = (0..buckets)
+            .map(|x| {
+                let rate = &rates[x % rates.len()];
+                rate.join(Split { ms: at(6 + 2 * x), lo: at(7 + 2 * x) })
+            })
+            .collect();
+        Ok(Reply {
+            granted: at(0) == 1,
+            now_ns: span(at(1), at(2)),
+            delay_ns: span(at(3), at(4)),
+            leased: at(5),
+            backlogs,
+        })
+    }
+
+    /// The backlog of each bucket after an admission of `n` per naming: `max(b, delay) + cost`,
+    /// plus the leased units.
+    pub(crate) fn backlogs_after<'a>(
+        &'a self,
+        rates: &'a [Rate],
+        times_named: &'a [u64],
+        n: u64,
+    ) -> impl Iterator<Item = (&'a Rate, u128)> + 'a {
+        self.backlogs.iter().enumerate().map(move |(x, &before)| {
+            let rate = &rates[x % rates.len()];
+            let times = times_named[x / rates.len()];
+            let delay = rate.ns_to_units(self.delay_ns);
+            let extra = rate.cost(self.leased);
+            (rate, before.max(delay) + rate.cost(n.saturating_mul(times)) + extra)
+        })
+    }
+
+    /// The admission this reply reports: the smallest `remaining()` (leased units counted) and
+    /// the largest `reset_after()` over the buckets.
+    pub(crate) fn admitted(&self, rates: &[Rate], times_named: &[u64], n: u64) -> Admitted {
+        let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
+        for (rate, backlog) in self.backlogs_after(rates, times_named, n) {
+            remaining = remaining.min(rate.remaining(backlog));
+            reset_after = reset_after.max(rate.units_to_duration(backlog));
+        }
+        Admitted::new(remaining.saturating_add(self.leased), reset_after)
+    }
+
+    /// The denial this reply reports; `never` for a cost above some bucket's burst.
+    pub(crate) fn denied(&self, rates: &[Rate], max_wait_ns: u64, never: bool) -> Denied {
+        let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
+        for (x, &backlog) in self.backlogs.iter().enumerate() {
+            let rate = &rates[x % rates.len()];
+            remaining = remaining.min(rate.remaining(backlog));
+            reset_after = reset_after.max(rate.units_to_duration(backlog));
+        }
+        let retry =
+            (!never).then(|| Duration::from_nanos(self.delay_ns - max_wait_ns.min(self.delay_ns)));
+        Denied::new(remaining, reset_after, retry)
+    }
+}

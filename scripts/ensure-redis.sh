@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs redis-server (the Debian package) if it is missing: leakgate-redis's tests and
+# benchmark start their own servers on loopback ports. Needs root (CI runs as root).
+set -euo pipefail
+if command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; then
+    exit 0
+fi
+echo "== installing redis-server (apt-get)"
+# Root in CI; elsewhere through sudo.
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+# The package may start a system server on 6379; the tests never use it, so stop it.
+if command -v service >/dev/null 2>&1; then $sudo service redis-server stop >/dev/null 2>&1 || true; fi
+redis-server --version
