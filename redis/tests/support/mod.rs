@@ -13,6 +13,17 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A limiter on `url` with the contract's defaults, except a deadline long enough that a test
+/// machine busy with other tests never makes a call miss it (a missed deadline is the failure
+/// policy's business, tested on its own in `faults.rs`).
+pub fn patient_limiter(url: &str, quota: leakgate::Quota) -> leakgate_redis::RedisLimiter {
+    leakgate_redis::RedisLimiter::builder(url)
+        .quota(quota)
+        .deadline(Duration::from_secs(5))
+        .connect()
+        .expect("a local redis-server")
+}
+
 /// A running `redis-server` of our own.
 pub struct RedisServer {
     child: Option<Child>,
