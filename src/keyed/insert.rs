@@ -1,0 +1,241 @@
+//! Giving a key a slot: in its window under its home shard's lock, or past its window under the
+//! spill lock (see [`super::table`] for the layout and the lock order).
+//!
+//! # What a new key costs
+//!
+//! In its window: a search of the window, one allocation (the group's new array of keys), and a
+//! clone of each key of the group. Past its window, on top of that: a search of the probe sequence
+//! up to the first slot with room, taking each shard's lock on the way, while holding the table's
+//! spill lock; so at most one key at a time is placed past its window. When that search finds no
+//! room anywhere, it records the earliest time any slot can become idle, and new keys refused
+//! before then are refused after searching their window only.
+//!
+//! With hashes that spread keys (the table's hasher is seeded at random per table, so a key
+//! stream cannot be aimed), keys go past their window only when the table is more than about 60%
+//! full. With degenerate hashes (a `Hash` that writes the same bytes for many keys) all those keys
+//! share one probe sequence: the table still holds its capacity, but a lookup or insert of such a
+//! key walks that sequence, up to every group of the table (a scan of `capacity / 4` lines).
+
+use super::group::{tag_of, Found, SEALED, SLOTS};
+use super::table::Table;
+use crate::sync::{self, Ordering};
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+/// What an insert attempt under the home lock ends with.
+enum Step<'t, K> {
+    /// The key's slot, or `None`: there is no room for it.
+    Done(Option<Found<'t, K>>),
+    /// The key's slot in this shard is being given to another key (the key is idle): wait for
+    /// that shard's insert to finish, then try again.
+    WaitFor(usize),
+}
+
+/// What an exact search under the home lock finds.
+enum Search<'t, K> {
+    Found(Found<'t, K>),
+    /// Found in a slot being given to another key, in this shard.
+    Sealed(usize),
+    Missing,
+}
+
+impl<K: Hash + Eq + Clone> Table<K> {
+    /// Finds `key` or gives it a slot; `None` when every slot the key may use holds a busy bucket
+    /// at `now` (or a page it needs cannot be allocated). Kept out of line: inlined, it doubles
+    /// the size of the lookup path around it, which runs slower for it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn find_or_insert<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        now: u64,
+        now_ms: u32,
+    ) -> Option<Found<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let home = &self.shards[self.home(hash)];
+        loop {
+            let step = {
+                let _home = sync::lock(home);
+                self.insert_in_window(key, hash, now, now_ms)
+            };
+            let step = match step {
+                Some(step) => step,
+                None => {
+                    let _spill = sync::lock(&self.spill);
+                    let _home = sync::lock(home);
+                    // The window may have changed while no lock was held: look again first.
+                    self.insert_in_window(key, hash, now, now_ms)
+                        .unwrap_or_else(|| self.insert_past_window(key, hash, now, now_ms))
+                }
+            };
+            match step {
+                Step::Done(found) => return found,
+                Step::WaitFor(shard) => drop(sync::lock(&self.shards[shard])),
+            }
+        }
+    }
+
+    /// Under the home lock: the key if tracked, else a slot in its window (the first unused one,
+    /// else an idle one); `None` if the window has no room and the key may go past it.
+    fn insert_in_window<Q>(&self, key: &Q, hash: u64, now: u64, now_ms: u32) -> Option<Step<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        match self.search_locked(key, hash) {
+            Search::Found(found) => return Some(Step::Done(Some(found))),
+            Search::Sealed(shard) => return Some(Step::WaitFor(shard)),
+            Search::Missing => {}
+        }
+        let tag = tag_of(hash);
+        let mut idle = Vec::new();
+        for p in 0..self.window() {
+            let gi = self.position(hash, p);
+            // A page that cannot be allocated ends the search: a lookup stops there too.
+            let Some((group, side)) = self.group_or_alloc(gi) else {
+                return Some(Step::Done(None));
+            };
+            let tags = group.tags_locked();
+            if let Some(slot) = tags.iter().position(|&tag| tag == 0) {
+                let keys = group.keys_with(slot, key.to_owned());
+                let found = group.fill(side, slot, keys, tag, now_ms, self.opening());
+                return Some(Step::Done(Some(found)));
+            }
+            idle.extend((0..SLOTS).filter_map(|slot| {
+                group.idle_tat(side, slot, now).map(|idle_tat| (gi, slot, idle_tat))
+            }));
+        }
+        for (gi, slot, idle_tat) in idle {
+            if let Some(found) = self.reclaim(gi, slot, idle_tat, key, tag, now, now_ms) {
+                return Some(Step::Done(Some(found)));
+            }
+        }
+        // Relaxed: a bound that stays valid forever once written (see `Marks::full_until`).
+        if now <= self.marks.full_until.load(Ordering::Relaxed) {
+            return Some(Step::Done(None));
+        }
+        None
+    }
+
+    /// Under the spill lock and the home lock, with no room in the key's window: the first slot
+    /// past it with room (unused or idle), in probe order, taking each other shard's lock in
+    /// turn. If there is none, records when the table can next have room.
+    fn insert_past_window<Q>(&self, key: &Q, hash: u64, now: u64, now_ms: u32) -> Step<'_, K>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let tag = tag_of(hash);
+        let home = self.home(hash);
+        // The earliest time any slot may become idle, over every slot of the table; the window's
+        // slots are all busy, and stay so under the home lock.
+        let mut full_until = (0..self.window())
+            .filter_map(|p| self.group(self.position(hash, p)))
+            .flat_map(|(group, side)| (0..SLOTS).map(move |slot| group.busy_until(side, slot)))
+            .min()
+            .unwrap_or(SEALED);
+        let mut p = self.window();
+        while p < self.positions() {
+            let shard = self.shard_of(self.position(hash, p));
+            let _shard = (shard != home).then(|| sync::lock(&self.shards[shard]));
+            let run_end = self.shard_run_end(p);
+            for p in p..run_end {
+                let gi = self.position(hash, p);
+                let Some((group, side)) = self.group_or_alloc(gi) else {
+                    return Step::Done(None);
+                };
+                let tags = group.tags_locked();
+                for slot in 0..SLOTS {
+                    let found = if tags[slot] == 0 {
+                        let keys = group.keys_with(slot, key.to_owned());
+                        Some(group.fill(side, slot, keys, tag, now_ms, self.opening()))
+                    } else if let Some(idle_tat) = group.idle_tat(side, slot, now) {
+                        self.reclaim(gi, slot, idle_tat, key, tag, now, now_ms)
+                    } else {
+                        None
+                    };
+                    if let Some(found) = found {
+                        self.raise_reach(hash, p);
+                        return Step::Done(Some(found));
+                    }
+                    full_until = full_until.min(group.busy_until(side, slot));
+                }
+            }
+            p = run_end;
+        }
+        // Relaxed: a statistic-like bound, read on its own; see `Marks::full_until`.
+        self.marks.full_until.fetch_max(full_until, Ordering::Relaxed);
+        Step::Done(None)
+    }
+
+    /// Searches the probe sequence of `key` up to its reach, under its home lock (so exactly:
+    /// only this lock's holder can give the key a slot).
+    fn search_locked<Q>(&self, key: &Q, hash: u64) -> Search<'_, K>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let tag = tag_of(hash);
+        for p in 0..self.reach(hash) {
+            let gi = self.position(hash, p);
+            let Some((group, side)) = self.group(gi) else { return Search::Missing };
+            match group.find(side, key, tag) {
+                (Some(found), _) if found.is_sealed() => return Search::Sealed(self.shard_of(gi)),
+                (Some(found), _) => return Search::Found(found),
+                (None, true) => return Search::Missing,
+                (None, false) => {}
+            }
+        }
+        Search::Missing
+    }
+
+    /// Moves idle slot `slot` of group `gi` to `key`, if it is still idle; see
+    /// [`Group::reclaim`](super::group::Group::reclaim).
+    #[allow(clippy::too_many_arguments)]
+    fn reclaim<Q>(
+        &self,
+        gi: usize,
+        slot: usize,
+        idle_tat: u64,
+        key: &Q,
+        tag: u8,
+        now: u64,
+        now_ms: u32,
+    ) -> Option<Found<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + ToOwned<Owned = K>,
+    {
+        let (group, side) = self.group(gi)?;
+        // Cloned before the seal: a panic in a key's `Clone` changes nothing.
+        let keys = group.keys_with(slot, key.to_owned());
+        group.reclaim(side, slot, idle_tat, now, keys, tag, now_ms, |held| {
+            // Relaxed: the new value reaches a later insert of the forgotten key through the
+            // Release publication of the group that follows (it must find the key gone first).
+            let forgotten_at = self.marks.idle.fetch_max(now, Ordering::Relaxed).max(now);
+            forgotten_at.max(held + 1)
+        })
+    }
+
+    /// The first `TAT` of a bucket in a never-used slot: the latest time a key was forgotten.
+    fn opening(&self) -> u64 {
+        // Relaxed: as in `reclaim`.
+        self.marks.idle.load(Ordering::Relaxed).min(SEALED - 1)
+    }
+
+    /// Records that a key of `hash`'s window was placed at position `p` of its probe sequence.
+    /// Under the home lock, which every writer of this reach holds.
+    fn raise_reach(&self, hash: u64, p: usize) {
+        if let Some((_, side)) = self.group(self.position(hash, 0)) {
+            let reach = u32::try_from(p + 1).unwrap_or(u32::MAX);
+            // Relaxed load: only this lock's holders write it. Release store: see `Table::reach`.
+            if reach > side.reach.load(Ordering::Relaxed) {
+                side.reach.store(reach, Ordering::Release);
+            }
+        }
+    }
+}
