@@ -80,10 +80,7 @@ pub(crate) struct Side {
 
 impl Side {
     pub(crate) fn new() -> Self {
-        Side {
-            lowered: std::array::from_fn(|_| AtomicU64::new(0)),
-            reach: AtomicU32::new(0),
-        }
+        Side { lowered: std::array::from_fn(|_| AtomicU64::new(0)), reach: AtomicU32::new(0) }
     }
 }
 
@@ -211,7 +208,12 @@ impl<K> Group<K> {
     /// The slot holding `key`, if this group has it, and whether the group has a slot never used
     /// (then no key is ever placed past it: the search may stop). Lock-free.
     #[inline(always)]
-    pub(crate) fn find<'g, Q>(&'g self, side: &'g Side, key: &Q, tag: u8) -> (Option<Found<'g, K>>, bool)
+    pub(crate) fn find<'g, Q>(
+        &'g self,
+        side: &'g Side,
+        key: &Q,
+        tag: u8,
+    ) -> (Option<Found<'g, K>>, bool)
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,

@@ -114,8 +114,8 @@ impl<K: Hash + Eq + Clone> Table<K> {
                 return Some(Step::Done(Some(found)));
             }
         }
-        // Relaxed: a bound that stays valid forever once written (see `Marks::full_until`).
-        if now <= self.marks.full_until.load(Ordering::Relaxed) {
+        // Relaxed: a bound that stays valid forever once written (see `Marks::no_room_before`).
+        if now < self.marks.no_room_before.load(Ordering::Relaxed) {
             return Some(Step::Done(None));
         }
         None
@@ -133,7 +133,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
         let home = self.home(hash);
         // The earliest time any slot may become idle, over every slot of the table; the window's
         // slots are all busy, and stay so under the home lock.
-        let mut full_until = (0..self.window())
+        let mut busy_until = (0..self.window())
             .filter_map(|p| self.group(self.position(hash, p)))
             .flat_map(|(group, side)| (0..SLOTS).map(move |slot| group.busy_until(side, slot)))
             .min()
@@ -162,13 +162,14 @@ impl<K: Hash + Eq + Clone> Table<K> {
                         self.raise_reach(hash, p);
                         return Step::Done(Some(found));
                     }
-                    full_until = full_until.min(group.busy_until(side, slot));
+                    busy_until = busy_until.min(group.busy_until(side, slot));
                 }
             }
             p = run_end;
         }
-        // Relaxed: a statistic-like bound, read on its own; see `Marks::full_until`.
-        self.marks.full_until.fetch_max(full_until, Ordering::Relaxed);
+        // Relaxed: a bound read on its own, valid whenever it is read (`Marks::no_room_before`).
+        let no_room_before = busy_until.saturating_add(1);
+        self.marks.no_room_before.fetch_max(no_room_before, Ordering::Relaxed);
         Step::Done(None)
     }
 

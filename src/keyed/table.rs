@@ -73,10 +73,11 @@ pub(super) struct Marks {
     /// The latest time (rate units) at which a slot was judged idle and its key forgotten. Every
     /// new bucket starts at or above it. Only grows.
     pub(super) idle: AtomicU64,
-    /// No slot of the table can be idle at or before this time (rate units): every slot was busy
-    /// when the whole table was last searched for room, and a slot's `busy_until` never
-    /// decreases. New keys at or before it are refused without a search. Only grows.
-    pub(super) full_until: AtomicU64,
+    /// No slot of the table can be idle before this time (rate units; 0: no such bound): when
+    /// the whole table was last searched for room, every slot was used and busy until at least
+    /// this time minus one, and a slot's `busy_until` never decreases. New keys before it are
+    /// refused without a search. Only grows.
+    pub(super) no_room_before: AtomicU64,
 }
 
 impl<K> Table<K> {
@@ -101,7 +102,7 @@ impl<K> Table<K> {
             spill: Mutex::new(()),
             marks: CachePadded::new(Marks {
                 idle: AtomicU64::new(0),
-                full_until: AtomicU64::new(0),
+                no_room_before: AtomicU64::new(0),
             }),
         }
     }
@@ -169,9 +170,9 @@ impl<K> Table<K> {
     pub(super) fn reach(&self, hash: u64) -> usize {
         // Acquire: pairs with the Release raise in the insert path (not needed for exactness,
         // which the home lock gives; it makes a raise seen imply the insert before it is).
-        let reach = self.group(self.position(hash, 0)).map_or(0, |(_, side)| {
-            side.reach.load(Ordering::Acquire) as usize
-        });
+        let reach = self
+            .group(self.position(hash, 0))
+            .map_or(0, |(_, side)| side.reach.load(Ordering::Acquire) as usize);
         reach.max(self.window)
     }
 
