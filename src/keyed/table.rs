@@ -183,8 +183,13 @@ impl<K> Table<K> {
     where
         K: Clone,
     {
-        for gi in 0..self.positions() {
-            let Some((group, _)) = self.group(gi) else { continue };
+        let allocated =
+            (self.pages.iter().enumerate()).filter_map(|(i, page)| Some((i, page.get()?)));
+        let page_groups = self.page_mask + 1;
+        let groups = allocated.flat_map(|(i, page)| {
+            (0..page_groups).map(move |j| (i * page_groups + j, page.group(j).0))
+        });
+        for (gi, group) in groups {
             let slots = (0..3).find_map(|_| group.read_all()).unwrap_or_else(|| {
                 let _shard = sync::lock(&self.shards[self.shard_of(gi)]);
                 // Under the lock no slot of the group changes key, so this read succeeds.

@@ -42,7 +42,7 @@ pub(crate) fn lock(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
 /// the same path.
 pub(crate) fn hash_seeds() -> [u64; 2] {
     if LOOM {
-        return [0x5eed | 1, 0xfeed | 1];
+        return [0x9e37_79b9_7f4a_7c15, 0xc2b2_ae3d_27d4_eb4f];
     }
     use std::hash::BuildHasher;
     let state = std::collections::hash_map::RandomState::new();
