@@ -84,6 +84,14 @@ impl Side {
     }
 }
 
+/// What a slot gets when it is given a key: the group's new keys (from [`Group::keys_with`]),
+/// the key's tag, and the time, for snapshots.
+pub(crate) struct NewKey<K> {
+    pub(crate) keys: Keys<K>,
+    pub(crate) tag: u8,
+    pub(crate) now_ms: u32,
+}
+
 /// A slot whose key matched, with the group version read before its keys were: the handle a
 /// check (and any other reader or writer of the key's bucket) works through.
 pub(crate) struct Found<'g, K> {
@@ -284,39 +292,34 @@ impl<K: Clone> Group<K> {
         keys
     }
 
-    /// Gives unused slot `slot` (the first unused one) the key at `slot` in `keys` (from
-    /// [`Group::keys_with`]), with a bucket whose `TAT` is `open_at`.
+    /// Gives unused slot `slot` (the first unused one) the key at `slot` in `new.keys`, with a
+    /// bucket whose `TAT` is `open_at`.
     pub(crate) fn fill<'g>(
         &'g self,
         side: &'g Side,
         slot: usize,
-        keys: Keys<K>,
-        tag: u8,
-        now_ms: u32,
+        new: NewKey<K>,
         open_at: u64,
     ) -> Found<'g, K> {
         debug_assert_ne!(open_at, SEALED);
         // Relaxed: no check can reach this word before it finds the key, which it does only
         // through the Release publication below. Never read by a check before: no seal needed.
         self.tats[slot].store(open_at, Ordering::Relaxed);
-        let (found, previous) = self.publish(side, slot, keys, tag, now_ms);
+        let (found, previous) = self.publish(side, slot, new);
         drop(previous);
         found
     }
 
-    /// Moves slot `slot` from its idle key to the key at `slot` in `keys`, if its `TAT` is still
-    /// `idle_tat` and it is still idle at `now`; `None` if a check admitted something there first
-    /// or a lowering made it busy. `open_at(held)` gives the new key's first `TAT` from the largest
-    /// value the slot held; it must return more than `held`.
+    /// Moves slot `slot` from its idle key to the key at `slot` in `new.keys`, if its `TAT` is
+    /// still `idle_tat` and it is still idle at `now`; `None` if a check admitted something there
+    /// first or a lowering made it busy. `open_at(held)` gives the new key's first `TAT` from the
+    /// largest value the slot held; it must return more than `held`.
     pub(crate) fn reclaim<'g>(
         &'g self,
         side: &'g Side,
-        slot: usize,
-        idle_tat: u64,
+        (slot, idle_tat): (usize, u64),
         now: u64,
-        keys: Keys<K>,
-        tag: u8,
-        now_ms: u32,
+        new: NewKey<K>,
         open_at: impl FnOnce(u64) -> u64,
     ) -> Option<Found<'g, K>> {
         // Acquire on success: a lowering whose value (or a later one) the seal replaces noted its
@@ -343,7 +346,7 @@ impl<K: Clone> Group<K> {
         debug_assert!(open_at > held);
         // From here to the end nothing runs user code that could panic with the slot sealed:
         // the keys were cloned before the seal, and the old ones are dropped after the reopening.
-        let (found, previous) = self.publish(side, slot, keys, tag, now_ms);
+        let (found, previous) = self.publish(side, slot, new);
         // Release: a check that reads this value sees the version bump in `publish` and starts
         // over, since it may have found the slot's previous key.
         self.tats[slot].store(open_at, Ordering::Release);
@@ -351,20 +354,19 @@ impl<K: Clone> Group<K> {
         Some(found)
     }
 
-    /// Publishes `keys` with `tag` for `slot`; the slot as a check that found it now would see
-    /// it, and the previous keys, for the caller to drop last.
+    /// Publishes `new` for `slot`; the slot as a check that found it now would see it, and the
+    /// previous keys, for the caller to drop last.
     fn publish<'g>(
         &'g self,
         side: &'g Side,
         slot: usize,
-        keys: Keys<K>,
-        tag: u8,
-        now_ms: u32,
+        new: NewKey<K>,
     ) -> (Found<'g, K>, Option<Arc<Keys<K>>>) {
-        self.used[slot].store(now_ms, Ordering::Relaxed);
-        let previous = self.keys.publish(keys);
+        // Relaxed: a statistic, read on its own.
+        self.used[slot].store(new.now_ms, Ordering::Relaxed);
+        let previous = self.keys.publish(new.keys);
         let mut tags = self.tags_locked();
-        tags[slot] = tag;
+        tags[slot] = new.tag;
         // Release: a reader that sees the tag sees the keys published above.
         self.tags.store(u32::from_le_bytes(tags), Ordering::Release);
         // Release: a reader that sees the new version sees the keys and tags.

@@ -16,11 +16,21 @@
 //! share one probe sequence: the table still holds its capacity, but a lookup or insert of such a
 //! key walks that sequence, up to every group of the table (a scan of `capacity / 4` lines).
 
-use super::group::{tag_of, Found, SEALED, SLOTS};
+use super::group::{tag_of, Found, Group, NewKey, SEALED, SLOTS};
 use super::table::Table;
 use crate::sync::{self, Ordering};
 use std::borrow::Borrow;
 use std::hash::Hash;
+
+/// A key that needs a slot, and when.
+struct Arrival<'q, Q: ?Sized> {
+    key: &'q Q,
+    hash: u64,
+    /// The clock in the rate's units: what idleness is judged against.
+    now: u64,
+    /// The clock in whole milliseconds (wrapping), for snapshots.
+    now_ms: u32,
+}
 
 /// What an insert attempt under the home lock ends with.
 enum Step<'t, K> {
@@ -56,11 +66,12 @@ impl<K: Hash + Eq + Clone> Table<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
+        let new = Arrival { key, hash, now, now_ms };
         let home = &self.shards[self.home(hash)];
         loop {
             let step = {
                 let _home = sync::lock(home);
-                self.insert_in_window(key, hash, now, now_ms)
+                self.insert_in_window(&new)
             };
             let step = match step {
                 Some(step) => step,
@@ -68,8 +79,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                     let _spill = sync::lock(&self.spill);
                     let _home = sync::lock(home);
                     // The window may have changed while no lock was held: look again first.
-                    self.insert_in_window(key, hash, now, now_ms)
-                        .unwrap_or_else(|| self.insert_past_window(key, hash, now, now_ms))
+                    self.insert_in_window(&new).unwrap_or_else(|| self.insert_past_window(&new))
                 }
             };
             match step {
@@ -81,41 +91,38 @@ impl<K: Hash + Eq + Clone> Table<K> {
 
     /// Under the home lock: the key if tracked, else a slot in its window (the first unused one,
     /// else an idle one); `None` if the window has no room and the key may go past it.
-    fn insert_in_window<Q>(&self, key: &Q, hash: u64, now: u64, now_ms: u32) -> Option<Step<'_, K>>
+    fn insert_in_window<Q>(&self, new: &Arrival<'_, Q>) -> Option<Step<'_, K>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        match self.search_locked(key, hash) {
+        match self.search_locked(new.key, new.hash) {
             Search::Found(found) => return Some(Step::Done(Some(found))),
             Search::Sealed(shard) => return Some(Step::WaitFor(shard)),
             Search::Missing => {}
         }
-        let tag = tag_of(hash);
         let mut idle = Vec::new();
         for p in 0..self.window() {
-            let gi = self.position(hash, p);
+            let gi = self.position(new.hash, p);
             // A page that cannot be allocated ends the search: a lookup stops there too.
             let Some((group, side)) = self.group_or_alloc(gi) else {
                 return Some(Step::Done(None));
             };
-            let tags = group.tags_locked();
-            if let Some(slot) = tags.iter().position(|&tag| tag == 0) {
-                let keys = group.keys_with(slot, key.to_owned());
-                let found = group.fill(side, slot, keys, tag, now_ms, self.opening());
+            if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
+                let found = group.fill(side, slot, self.new_key(new, group, slot), self.opening());
                 return Some(Step::Done(Some(found)));
             }
             idle.extend((0..SLOTS).filter_map(|slot| {
-                group.idle_tat(side, slot, now).map(|idle_tat| (gi, slot, idle_tat))
+                group.idle_tat(side, slot, new.now).map(|idle_tat| (gi, slot, idle_tat))
             }));
         }
         for (gi, slot, idle_tat) in idle {
-            if let Some(found) = self.reclaim(gi, slot, idle_tat, key, tag, now, now_ms) {
+            if let Some(found) = self.reclaim(new, gi, (slot, idle_tat)) {
                 return Some(Step::Done(Some(found)));
             }
         }
         // Relaxed: a bound that stays valid forever once written (see `Marks::no_room_before`).
-        if now < self.marks.no_room_before.load(Ordering::Relaxed) {
+        if new.now < self.marks.no_room_before.load(Ordering::Relaxed) {
             return Some(Step::Done(None));
         }
         None
@@ -124,42 +131,41 @@ impl<K: Hash + Eq + Clone> Table<K> {
     /// Under the spill lock and the home lock, with no room in the key's window: the first slot
     /// past it with room (unused or idle), in probe order, taking each other shard's lock in
     /// turn. If there is none, records when the table can next have room.
-    fn insert_past_window<Q>(&self, key: &Q, hash: u64, now: u64, now_ms: u32) -> Step<'_, K>
+    fn insert_past_window<Q>(&self, new: &Arrival<'_, Q>) -> Step<'_, K>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let tag = tag_of(hash);
-        let home = self.home(hash);
+        let home = self.home(new.hash);
         // The earliest time any slot may become idle, over every slot of the table; the window's
         // slots are all busy, and stay so under the home lock.
         let mut busy_until = (0..self.window())
-            .filter_map(|p| self.group(self.position(hash, p)))
+            .filter_map(|p| self.group(self.position(new.hash, p)))
             .flat_map(|(group, side)| (0..SLOTS).map(move |slot| group.busy_until(side, slot)))
             .min()
             .unwrap_or(SEALED);
         let mut p = self.window();
         while p < self.positions() {
-            let shard = self.shard_of(self.position(hash, p));
+            let shard = self.shard_of(self.position(new.hash, p));
             let _shard = (shard != home).then(|| sync::lock(&self.shards[shard]));
             let run_end = self.shard_run_end(p);
             for p in p..run_end {
-                let gi = self.position(hash, p);
+                let gi = self.position(new.hash, p);
                 let Some((group, side)) = self.group_or_alloc(gi) else {
                     return Step::Done(None);
                 };
                 let tags = group.tags_locked();
-                for slot in 0..SLOTS {
-                    let found = if tags[slot] == 0 {
-                        let keys = group.keys_with(slot, key.to_owned());
-                        Some(group.fill(side, slot, keys, tag, now_ms, self.opening()))
-                    } else if let Some(idle_tat) = group.idle_tat(side, slot, now) {
-                        self.reclaim(gi, slot, idle_tat, key, tag, now, now_ms)
+                for (slot, &tag) in tags.iter().enumerate() {
+                    let found = if tag == 0 {
+                        let key = self.new_key(new, group, slot);
+                        Some(group.fill(side, slot, key, self.opening()))
+                    } else if let Some(idle_tat) = group.idle_tat(side, slot, new.now) {
+                        self.reclaim(new, gi, (slot, idle_tat))
                     } else {
                         None
                     };
                     if let Some(found) = found {
-                        self.raise_reach(hash, p);
+                        self.raise_reach(new.hash, p);
                         return Step::Done(Some(found));
                     }
                     busy_until = busy_until.min(group.busy_until(side, slot));
@@ -194,30 +200,33 @@ impl<K: Hash + Eq + Clone> Table<K> {
         Search::Missing
     }
 
-    /// Moves idle slot `slot` of group `gi` to `key`, if it is still idle; see
-    /// [`Group::reclaim`](super::group::Group::reclaim).
-    #[allow(clippy::too_many_arguments)]
+    /// What slot `slot` of `group` gets for the arriving key. Clones the key and the group's
+    /// other keys, so it may panic in a key's `Clone`: it is made before the slot is touched.
+    fn new_key<Q>(&self, new: &Arrival<'_, Q>, group: &Group<K>, slot: usize) -> NewKey<K>
+    where
+        Q: ?Sized + ToOwned<Owned = K>,
+    {
+        let keys = group.keys_with(slot, new.key.to_owned());
+        NewKey { keys, tag: tag_of(new.hash), now_ms: new.now_ms }
+    }
+
+    /// Moves idle slot `slot` of group `gi` (its `TAT` was `idle_tat`) to the arriving key, if it
+    /// is still idle; see [`Group::reclaim`](super::group::Group::reclaim).
     fn reclaim<Q>(
         &self,
+        new: &Arrival<'_, Q>,
         gi: usize,
-        slot: usize,
-        idle_tat: u64,
-        key: &Q,
-        tag: u8,
-        now: u64,
-        now_ms: u32,
+        (slot, idle_tat): (usize, u64),
     ) -> Option<Found<'_, K>>
     where
-        K: Borrow<Q>,
         Q: ?Sized + ToOwned<Owned = K>,
     {
         let (group, side) = self.group(gi)?;
-        // Cloned before the seal: a panic in a key's `Clone` changes nothing.
-        let keys = group.keys_with(slot, key.to_owned());
-        group.reclaim(side, slot, idle_tat, now, keys, tag, now_ms, |held| {
+        let key = self.new_key(new, group, slot);
+        group.reclaim(side, (slot, idle_tat), new.now, key, |held| {
             // Relaxed: the new value reaches a later insert of the forgotten key through the
             // Release publication of the group that follows (it must find the key gone first).
-            let forgotten_at = self.marks.idle.fetch_max(now, Ordering::Relaxed).max(now);
+            let forgotten_at = self.marks.idle.fetch_max(new.now, Ordering::Relaxed).max(new.now);
             forgotten_at.max(held + 1)
         })
     }
