@@ -1,7 +1,8 @@
 //! A keyed check: find the key's slot (inserting the key if it is new), then run the GCRA step on
 //! the slot's state word; or, for a key with no slot, the overflow policy.
 
-use super::group::{Found, Tat, SEALED};
+use super::group::SEALED;
+use super::slot::{Found, Tat};
 use super::{millis, KeyedLimiter};
 use crate::backoff::Backoff;
 use crate::clock::Clock;

@@ -30,7 +30,8 @@
 //! is reopened strictly above both, at or before the time the table last judged a slot idle (see
 //! the table's notes): above every value a stale CAS could hold, and still an empty bucket.
 
-use crate::sync::{self, fence, AtomicU32, AtomicU64, Ordering, SwapCell};
+use super::slot::Found;
+use crate::sync::{self, AtomicU32, AtomicU64, Ordering, SwapCell};
 use std::borrow::Borrow;
 use std::sync::Arc;
 
@@ -53,15 +54,15 @@ pub(crate) struct Group<K> {
     /// The slots' keys, replaced whole when a slot gets a new key.
     keys: SwapCell<Keys<K>>,
     /// Bumped (wrapping) for every slot that gets a new key (see the module notes).
-    version: AtomicU32,
+    pub(super) version: AtomicU32,
     /// Byte `i`: 8 bits of slot `i`'s key's hash, never 0, or 0 while slot `i` has never held a
     /// key. Slots are used in order and never emptied. Tags only filter: a match is confirmed by
     /// comparing the real key.
     tags: AtomicU32,
     /// Slot `i`'s `TAT`, in the rate's units, or [`SEALED`].
-    tats: [AtomicU64; SLOTS],
+    pub(super) tats: [AtomicU64; SLOTS],
     /// The clock in whole milliseconds (wrapping) at slot `i`'s last admission; for snapshots.
-    used: [AtomicU32; SLOTS],
+    pub(super) used: [AtomicU32; SLOTS],
 }
 
 const _: () = assert!(sync::LOOM || std::mem::size_of::<Group<u64>>() == 64);
@@ -71,7 +72,7 @@ const _: () = assert!(sync::LOOM || std::mem::size_of::<Group<u64>>() == 64);
 pub(crate) struct Side {
     /// Slot `i`'s lowering high-water: the largest `TAT` a lowering ever moved the word down from
     /// (rate units; 0 if none). Only grows; see the module notes.
-    lowered: [AtomicU64; SLOTS],
+    pub(super) lowered: [AtomicU64; SLOTS],
     /// For keys whose window starts at this group: 1 + the furthest probe position (in groups
     /// from the window's start) at which one was ever given a slot past its window, or 0 if none.
     /// Only grows; written under the lock of this group's shard.
@@ -92,34 +93,6 @@ pub(crate) struct NewKey<K> {
     pub(crate) now_ms: u32,
 }
 
-/// A slot whose key matched, with the group version read before its keys were: the handle a
-/// check (and any other reader or writer of the key's bucket) works through.
-pub(crate) struct Found<'g, K> {
-    group: &'g Group<K>,
-    side: &'g Side,
-    slot: usize,
-    version: u32,
-}
-
-impl<K> Clone for Found<'_, K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K> Copy for Found<'_, K> {}
-
-/// What a reader of a slot's `TAT` learns.
-pub(crate) enum Tat {
-    /// The slot's current `TAT`, and still the found key's.
-    Current(u64),
-    /// Another key was given a slot of the group meanwhile: look again.
-    Moved,
-    /// The slot is being given to another key, its key being idle: look again under the lock,
-    /// which waits for that to finish.
-    Sealed,
-}
-
 /// The tag of a hash: its top 8 bits, never 0.
 #[inline]
 pub(crate) fn tag_of(hash: u64) -> u8 {
@@ -131,75 +104,6 @@ pub(crate) fn tag_of(hash: u64) -> u8 {
 #[inline]
 fn zero_bytes(word: u32) -> u32 {
     word.wrapping_sub(0x0101_0101) & !word & 0x8080_8080
-}
-
-impl<'g, K> Found<'g, K> {
-    /// The slot's `TAT` as one CAS loop's step sees it: the value the last CAS failed on (`seen`),
-    /// or a fresh load, if the slot still holds the found key.
-    #[inline]
-    pub(crate) fn tat(&self, seen: Option<u64>) -> Tat {
-        // Acquire: a value written when the slot got a new key comes after that key's version
-        // bump, so the version read below sees the bump.
-        let tat = seen.unwrap_or_else(|| self.group.tats[self.slot].load(Ordering::Acquire));
-        // Relaxed: ordered after the Acquire load (or Acquire CAS failure) that produced `tat`.
-        if tat == SEALED {
-            Tat::Sealed
-        } else if self.group.version.load(Ordering::Relaxed) != self.version {
-            Tat::Moved
-        } else {
-            Tat::Current(tat)
-        }
-    }
-
-    /// CAS of the slot's `TAT` from `current` (the found key's, as [`Found::tat`] returned it) to
-    /// `new`, which must not be [`SEALED`]. On failure, the value found.
-    ///
-    /// Raising the word needs nothing more. To *lower* it (from `current` to a smaller `new`),
-    /// call [`Found::note_lowering`]`(current)` first.
-    #[inline]
-    pub(crate) fn cas_tat(&self, current: u64, new: u64) -> Result<(), u64> {
-        debug_assert_ne!(new, SEALED);
-        // Relaxed on success: the word is the bucket's whole state, nothing else is published
-        // with it (a lowering's high-water is carried by `note_lowering`'s fence). Acquire on
-        // failure: the value found is read as `Found::tat` reads it.
-        self.group.tats[self.slot]
-            .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Acquire)
-            .map(drop)
-    }
-
-    /// The hook for code that lowers a slot's `TAT`: call it with the value the lowering CAS will
-    /// replace (`from`), before that CAS, every time. It keeps the slot from changing key until
-    /// the clock is past `from`, and makes its next key start above `from`, so a check that read
-    /// `from` (or anything below it) before the lowering can never CAS into another key's bucket.
-    /// See the module notes. Costs one `fetch_max` on a line checks never read; the lowering CAS
-    /// after it may be `Relaxed`.
-    #[inline]
-    pub(crate) fn note_lowering(&self, from: u64) {
-        // Relaxed, then a Release fence: the fence orders this write before the lowering CAS that
-        // follows (at any ordering), so a reclaimer whose seal (Acquire) reads the lowered value,
-        // or a later value of the same word, also reads this high-water.
-        self.side.lowered[self.slot].fetch_max(from, Ordering::Relaxed);
-        fence(Ordering::Release);
-    }
-
-    /// Records an admission at `now_ms` for snapshots.
-    #[inline]
-    pub(crate) fn mark_used(&self, now_ms: u32) {
-        // Relaxed: a statistic, read on its own.
-        self.group.used[self.slot].store(now_ms, Ordering::Relaxed);
-    }
-
-    /// Whether the slot is being given to another key right now.
-    pub(crate) fn is_sealed(&self) -> bool {
-        // Acquire: as in `Found::tat`.
-        self.group.tats[self.slot].load(Ordering::Acquire) == SEALED
-    }
-
-    /// A handle on a slot that never changes key, for a bucket the table does not own (the
-    /// shared overflow bucket): its version is fixed at 0.
-    pub(crate) fn fixed(group: &'g Group<K>, side: &'g Side) -> Self {
-        Found { group, side, slot: 0, version: 0 }
-    }
 }
 
 impl<K> Group<K> {
@@ -249,7 +153,7 @@ impl<K> Group<K> {
             }
             None
         });
-        (slot.map(|slot| Found { group: self, side, slot, version }), has_unused)
+        (slot.map(|slot| Found::new(self, side, slot, version)), has_unused)
     }
 
     /// The tags, exact under the lock of the group's shard.
@@ -371,7 +275,7 @@ impl<K: Clone> Group<K> {
         self.tags.store(u32::from_le_bytes(tags), Ordering::Release);
         // Release: a reader that sees the new version sees the keys and tags.
         let version = self.version.fetch_add(1, Ordering::Release).wrapping_add(1);
-        (Found { group: self, side, slot, version }, previous)
+        (Found::new(self, side, slot, version), previous)
     }
 
     /// Every used slot's key, `TAT` and last use, read between two equal versions (so no slot

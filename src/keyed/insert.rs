@@ -16,7 +16,8 @@
 //! share one probe sequence: the table still holds its capacity, but a lookup or insert of such a
 //! key walks that sequence, up to every group of the table (a scan of `capacity / 4` lines).
 
-use super::group::{tag_of, Found, Group, NewKey, SEALED, SLOTS};
+use super::group::{tag_of, Group, NewKey, SEALED, SLOTS};
+use super::slot::Found;
 use super::table::Table;
 use crate::sync::{self, Ordering};
 use std::borrow::Borrow;

@@ -9,6 +9,7 @@ mod insert;
 mod model_hooks;
 mod overflow;
 mod page;
+mod slot;
 mod snapshot;
 mod table;
 

@@ -23,7 +23,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     {
         let found = self.table.find(key, self.table.hash(key))?;
         match found.tat(None) {
-            super::group::Tat::Current(tat) => Some(tat),
+            super::slot::Tat::Current(tat) => Some(tat),
             _ => None,
         }
     }

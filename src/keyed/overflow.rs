@@ -1,7 +1,8 @@
 //! What a [`KeyedLimiter`](crate::KeyedLimiter) answers a key that finds no room: the overflow
 //! policy, its shared bucket, and the counts of both outcomes.
 
-use super::group::{Found, Group, Side};
+use super::group::{Group, Side};
+use super::slot::Found;
 use crate::gcra::Rate;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};

@@ -30,9 +30,10 @@
 //! thread that read the clock before its bucket was forgotten, or after the clock went back, is
 //! never given more than the bucket it lost would have given it.
 
-use super::group::{tag_of, Found, Group, Side, SLOTS};
+use super::group::{tag_of, Group, Side, SLOTS};
 use super::hasher::RandomSeed;
 use super::page::LazyPage;
+use super::slot::Found;
 use crate::sync::{self, AtomicU64, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use std::borrow::Borrow;

@@ -1,0 +1,111 @@
+//! [`Found`]: the handle through which a check (and any other reader or writer of a key's
+//! bucket) works on a slot's state word, and the hook for code that lowers it.
+//!
+//! See [`super::group`] for why a slot's word never serves two keys: the version check in
+//! [`Found::tat`], and the rule that a slot never holds a value twice across a change of key,
+//! which [`Found::note_lowering`] keeps true when a `TAT` is lowered.
+
+use super::group::{Group, Side, SEALED};
+use crate::sync::{fence, Ordering};
+
+/// A slot whose key matched, with the group version read before its keys were: the handle a
+/// check (and any other reader or writer of the key's bucket) works through.
+pub(crate) struct Found<'g, K> {
+    group: &'g Group<K>,
+    side: &'g Side,
+    slot: usize,
+    version: u32,
+}
+
+impl<K> Clone for Found<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Found<'_, K> {}
+
+/// What a reader of a slot's `TAT` learns.
+pub(crate) enum Tat {
+    /// The slot's current `TAT`, and still the found key's.
+    Current(u64),
+    /// Another key was given a slot of the group meanwhile: look again.
+    Moved,
+    /// The slot is being given to another key, its key being idle: look again under the lock,
+    /// which waits for that to finish.
+    Sealed,
+}
+
+impl<'g, K> Found<'g, K> {
+    /// The slot's `TAT` as one CAS loop's step sees it: the value the last CAS failed on (`seen`),
+    /// or a fresh load, if the slot still holds the found key.
+    #[inline]
+    pub(crate) fn tat(&self, seen: Option<u64>) -> Tat {
+        // Acquire: a value written when the slot got a new key comes after that key's version
+        // bump, so the version read below sees the bump.
+        let tat = seen.unwrap_or_else(|| self.group.tats[self.slot].load(Ordering::Acquire));
+        // Relaxed: ordered after the Acquire load (or Acquire CAS failure) that produced `tat`.
+        if tat == SEALED {
+            Tat::Sealed
+        } else if self.group.version.load(Ordering::Relaxed) != self.version {
+            Tat::Moved
+        } else {
+            Tat::Current(tat)
+        }
+    }
+
+    /// CAS of the slot's `TAT` from `current` (the found key's, as [`Found::tat`] returned it) to
+    /// `new`, which must not be [`SEALED`]. On failure, the value found.
+    ///
+    /// Raising the word needs nothing more. To *lower* it (from `current` to a smaller `new`),
+    /// call [`Found::note_lowering`]`(current)` first.
+    #[inline]
+    pub(crate) fn cas_tat(&self, current: u64, new: u64) -> Result<(), u64> {
+        debug_assert_ne!(new, SEALED);
+        // Relaxed on success: the word is the bucket's whole state, nothing else is published
+        // with it (a lowering's high-water is carried by `note_lowering`'s fence). Acquire on
+        // failure: the value found is read as `Found::tat` reads it.
+        self.group.tats[self.slot]
+            .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Acquire)
+            .map(drop)
+    }
+
+    /// The hook for code that lowers a slot's `TAT`: call it with the value the lowering CAS will
+    /// replace (`from`), before that CAS, every time. It keeps the slot from changing key until
+    /// the clock is past `from`, and makes its next key start above `from`, so a check that read
+    /// `from` (or anything below it) before the lowering can never CAS into another key's bucket.
+    /// See the module notes. Costs one `fetch_max` on a line checks never read; the lowering CAS
+    /// after it may be `Relaxed`.
+    #[inline]
+    pub(crate) fn note_lowering(&self, from: u64) {
+        // Relaxed, then a Release fence: the fence orders this write before the lowering CAS that
+        // follows (at any ordering), so a reclaimer whose seal (Acquire) reads the lowered value,
+        // or a later value of the same word, also reads this high-water.
+        self.side.lowered[self.slot].fetch_max(from, Ordering::Relaxed);
+        fence(Ordering::Release);
+    }
+
+    /// Records an admission at `now_ms` for snapshots.
+    #[inline]
+    pub(crate) fn mark_used(&self, now_ms: u32) {
+        // Relaxed: a statistic, read on its own.
+        self.group.used[self.slot].store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Whether the slot is being given to another key right now.
+    pub(crate) fn is_sealed(&self) -> bool {
+        // Acquire: as in `Found::tat`.
+        self.group.tats[self.slot].load(Ordering::Acquire) == SEALED
+    }
+
+    /// A handle on a slot that never changes key, for a bucket the table does not own (the
+    /// shared overflow bucket): its version is fixed at 0.
+    pub(crate) fn fixed(group: &'g Group<K>, side: &'g Side) -> Self {
+        Found { group, side, slot: 0, version: 0 }
+    }
+
+    /// The handle on slot `slot` of `group`, found at group version `version`.
+    pub(super) fn new(group: &'g Group<K>, side: &'g Side, slot: usize, version: u32) -> Self {
+        Found { group, side, slot, version }
+    }
+}
