@@ -22,7 +22,7 @@
 //! its key last changed. Admissions only raise the word. Lowerings (a cancelled reservation, the
 //! exact undo of a charge) move it from `V` back to a value no lower than the one the undone charge
 //! started from, so at or above the key's first value; and before each one, the lowering code calls
-//! [`Found::note_lowering`]`(V)`, which raises the slot's *lowering high-water* in [`Side`] to `V`.
+//! [`Found::note_lowering`](super::slot::Found::note_lowering)`(V)`, which raises the slot's *lowering high-water* in [`Side`] to `V`.
 //! So `held(slot) <= max(TAT, high-water)` always. A slot changes key only when that maximum is
 //! *before* now (the key's bucket is empty, whatever was lowered); its word is then sealed (CAS to
 //! [`SEALED`]), the high-water is read again after the seal (no lowering can land past a seal, and
@@ -30,7 +30,6 @@
 //! is reopened strictly above both, at or before the time the table last judged a slot idle (see
 //! the table's notes): above every value a stale CAS could hold, and still an empty bucket.
 
-use super::slot::Found;
 use crate::sync::{self, AtomicU32, AtomicU64, Ordering, SwapCell};
 use std::borrow::Borrow;
 use std::sync::Arc;
@@ -117,15 +116,11 @@ impl<K> Group<K> {
         }
     }
 
-    /// The slot holding `key`, if this group has it, and whether the group has a slot never used
-    /// (then no key is ever placed past it: the search may stop). Lock-free.
+    /// The slot holding `key` with the group version read before the keys, if this group has
+    /// it, and whether the group has a slot never used (then no key is ever placed past it: the
+    /// search may stop). Lock-free.
     #[inline(always)]
-    pub(crate) fn find<'g, Q>(
-        &'g self,
-        side: &'g Side,
-        key: &Q,
-        tag: u8,
-    ) -> (Option<Found<'g, K>>, bool)
+    pub(crate) fn find<Q>(&self, key: &Q, tag: u8) -> (Option<(usize, u32)>, bool)
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -153,7 +148,7 @@ impl<K> Group<K> {
             }
             None
         });
-        (slot.map(|slot| Found::new(self, side, slot, version)), has_unused)
+        (slot.map(|slot| (slot, version)), has_unused)
     }
 
     /// The tags, exact under the lock of the group's shard.
@@ -197,35 +192,30 @@ impl<K: Clone> Group<K> {
     }
 
     /// Gives unused slot `slot` (the first unused one) the key at `slot` in `new.keys`, with a
-    /// bucket whose `TAT` is `open_at`.
-    pub(crate) fn fill<'g>(
-        &'g self,
-        side: &'g Side,
-        slot: usize,
-        new: NewKey<K>,
-        open_at: u64,
-    ) -> Found<'g, K> {
+    /// bucket whose `TAT` is `open_at`; the group version that key was published at.
+    pub(crate) fn fill(&self, slot: usize, new: NewKey<K>, open_at: u64) -> u32 {
         debug_assert_ne!(open_at, SEALED);
         // Relaxed: no check can reach this word before it finds the key, which it does only
         // through the Release publication below. Never read by a check before: no seal needed.
         self.tats[slot].store(open_at, Ordering::Relaxed);
-        let (found, previous) = self.publish(side, slot, new);
+        let (version, previous) = self.publish(slot, new);
         drop(previous);
-        found
+        version
     }
 
     /// Moves slot `slot` from its idle key to the key at `slot` in `new.keys`, if its `TAT` is
     /// still `idle_tat` and it is still idle at `now`; `None` if a check admitted something there
     /// first or a lowering made it busy. `open_at(held)` gives the new key's first `TAT` from the
-    /// largest value the slot held; it must return more than `held`.
-    pub(crate) fn reclaim<'g>(
-        &'g self,
-        side: &'g Side,
+    /// largest value the slot held; it must return more than `held`. The group version the new
+    /// key was published at.
+    pub(crate) fn reclaim(
+        &self,
+        side: &Side,
         (slot, idle_tat): (usize, u64),
         now: u64,
         new: NewKey<K>,
         open_at: impl FnOnce(u64) -> u64,
-    ) -> Option<Found<'g, K>> {
+    ) -> Option<u32> {
         // Acquire on success: a lowering whose value (or a later one) the seal replaces noted its
         // high-water before a Release fence (`note_lowering`), so the load below sees it. The seal
         // and a check's CAS are read-modify-writes of one word, so exactly one wins.
@@ -250,22 +240,17 @@ impl<K: Clone> Group<K> {
         debug_assert!(open_at > held);
         // From here to the end nothing runs user code that could panic with the slot sealed:
         // the keys were cloned before the seal, and the old ones are dropped after the reopening.
-        let (found, previous) = self.publish(side, slot, new);
+        let (version, previous) = self.publish(slot, new);
         // Release: a check that reads this value sees the version bump in `publish` and starts
         // over, since it may have found the slot's previous key.
         self.tats[slot].store(open_at, Ordering::Release);
         drop(previous);
-        Some(found)
+        Some(version)
     }
 
-    /// Publishes `new` for `slot`; the slot as a check that found it now would see it, and the
-    /// previous keys, for the caller to drop last.
-    fn publish<'g>(
-        &'g self,
-        side: &'g Side,
-        slot: usize,
-        new: NewKey<K>,
-    ) -> (Found<'g, K>, Option<Arc<Keys<K>>>) {
+    /// Publishes `new` for `slot`: the group version a check that found it now would read, and
+    /// the previous keys, for the caller to drop last.
+    fn publish(&self, slot: usize, new: NewKey<K>) -> (u32, Option<Arc<Keys<K>>>) {
         // Relaxed: a statistic, read on its own.
         self.used[slot].store(new.now_ms, Ordering::Relaxed);
         let previous = self.keys.publish(new.keys);
@@ -275,7 +260,7 @@ impl<K: Clone> Group<K> {
         self.tags.store(u32::from_le_bytes(tags), Ordering::Release);
         // Release: a reader that sees the new version sees the keys and tags.
         let version = self.version.fetch_add(1, Ordering::Release).wrapping_add(1);
-        (Found::new(self, side, slot, version), previous)
+        (version, previous)
     }
 
     /// Every used slot's key, `TAT` and last use, read between two equal versions (so no slot

@@ -18,7 +18,7 @@
 
 use super::group::{tag_of, Group, NewKey, SEALED, SLOTS};
 use super::slot::Found;
-use super::table::Table;
+use super::table::{At, Table};
 use crate::sync::{self, Ordering};
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -106,12 +106,13 @@ impl<K: Hash + Eq + Clone> Table<K> {
         for p in 0..self.window() {
             let gi = self.position(new.hash, p);
             // A page that cannot be allocated ends the search: a lookup stops there too.
-            let Some((group, side)) = self.group_or_alloc(gi) else {
+            let Some(at) = self.at_or_alloc(gi) else {
                 return Some(Step::Done(None));
             };
+            let (group, side) = (at.line(), at.side());
             if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
-                let found = group.fill(side, slot, self.new_key(new, group, slot), self.opening());
-                return Some(Step::Done(Some(found)));
+                let version = group.fill(slot, self.new_key(new, group, slot), self.opening());
+                return Some(Step::Done(Some(at.found(slot, version))));
             }
             idle.extend((0..SLOTS).filter_map(|slot| {
                 group.idle_tat(side, slot, new.now).map(|idle_tat| (gi, slot, idle_tat))
@@ -141,8 +142,8 @@ impl<K: Hash + Eq + Clone> Table<K> {
         // The earliest time any slot may become idle, over every slot of the table; the window's
         // slots are all busy, and stay so under the home lock.
         let mut busy_until = (0..self.window())
-            .filter_map(|p| self.group(self.position(new.hash, p)))
-            .flat_map(|(group, side)| (0..SLOTS).map(move |slot| group.busy_until(side, slot)))
+            .filter_map(|p| self.at(self.position(new.hash, p)))
+            .flat_map(|at| (0..SLOTS).map(move |slot| at.line().busy_until(at.side(), slot)))
             .min()
             .unwrap_or(SEALED);
         let mut p = self.window();
@@ -152,14 +153,15 @@ impl<K: Hash + Eq + Clone> Table<K> {
             let run_end = self.shard_run_end(p);
             for p in p..run_end {
                 let gi = self.position(new.hash, p);
-                let Some((group, side)) = self.group_or_alloc(gi) else {
+                let Some(at) = self.at_or_alloc(gi) else {
                     return Step::Done(None);
                 };
+                let (group, side) = (at.line(), at.side());
                 let tags = group.tags_locked();
                 for (slot, &tag) in tags.iter().enumerate() {
                     let found = if tag == 0 {
                         let key = self.new_key(new, group, slot);
-                        Some(group.fill(side, slot, key, self.opening()))
+                        Some(at.found(slot, group.fill(slot, key, self.opening())))
                     } else if let Some(idle_tat) = group.idle_tat(side, slot, new.now) {
                         self.reclaim(new, gi, (slot, idle_tat))
                     } else {
@@ -190,10 +192,15 @@ impl<K: Hash + Eq + Clone> Table<K> {
         let tag = tag_of(hash);
         for p in 0..self.reach(hash) {
             let gi = self.position(hash, p);
-            let Some((group, side)) = self.group(gi) else { return Search::Missing };
-            match group.find(side, key, tag) {
-                (Some(found), _) if found.is_sealed() => return Search::Sealed(self.shard_of(gi)),
-                (Some(found), _) => return Search::Found(found),
+            let Some(at) = self.at(gi) else { return Search::Missing };
+            match at.line().find(key, tag) {
+                (Some((slot, version)), _) => {
+                    let found = at.found(slot, version);
+                    if found.is_sealed() {
+                        return Search::Sealed(self.shard_of(gi));
+                    }
+                    return Search::Found(found);
+                }
                 (None, true) => return Search::Missing,
                 (None, false) => {}
             }
@@ -222,14 +229,15 @@ impl<K: Hash + Eq + Clone> Table<K> {
     where
         Q: ?Sized + ToOwned<Owned = K>,
     {
-        let (group, side) = self.group(gi)?;
-        let key = self.new_key(new, group, slot);
-        group.reclaim(side, (slot, idle_tat), new.now, key, |held| {
+        let at = self.at(gi)?;
+        let key = self.new_key(new, at.line(), slot);
+        let version = at.line().reclaim(at.side(), (slot, idle_tat), new.now, key, |held| {
             // Relaxed: the new value reaches a later insert of the forgotten key through the
             // Release publication of the group that follows (it must find the key gone first).
             let forgotten_at = self.marks.idle.fetch_max(new.now, Ordering::Relaxed).max(new.now);
             forgotten_at.max(held + 1)
-        })
+        })?;
+        Some(at.found(slot, version))
     }
 
     /// The first `TAT` of a bucket in a never-used slot: the latest time a key was forgotten.
@@ -241,7 +249,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
     /// Records that a key of `hash`'s window was placed at position `p` of its probe sequence.
     /// Under the home lock, which every writer of this reach holds.
     fn raise_reach(&self, hash: u64, p: usize) {
-        if let Some((_, side)) = self.group(self.position(hash, 0)) {
+        if let Some(side) = self.at(self.position(hash, 0)).map(At::side) {
             let reach = u32::try_from(p + 1).unwrap_or(u32::MAX);
             // Relaxed load: only this lock's holders write it. Release store: see `Table::reach`.
             if reach > side.reach.load(Ordering::Relaxed) {

@@ -1,7 +1,7 @@
 //! What a [`KeyedLimiter`](crate::KeyedLimiter) answers a key that finds no room: the overflow
 //! policy, its shared bucket, and the counts of both outcomes.
 
-use super::group::{Group, Side};
+use super::page::Page;
 use super::slot::Found;
 use crate::gcra::Rate;
 use crate::quota::Quota;
@@ -61,14 +61,14 @@ struct Counts {
 pub(super) struct SharedBucket<K> {
     pub(super) rate: Rate,
     pub(super) burst: u64,
-    line: Group<K>,
-    side: Side,
+    /// One group, of which slot 0 is the bucket.
+    page: Page<K>,
 }
 
 impl<K> SharedBucket<K> {
-    /// The bucket as a found slot.
+    /// The bucket as a found slot: one that never changes key, so its version stays 0.
     pub(super) fn slot(&self) -> Found<'_, K> {
-        Found::fixed(&self.line, &self.side)
+        Found::new(&self.page, 0, 0, 0)
     }
 }
 
@@ -79,8 +79,7 @@ impl<K> Overflow<K> {
             OverflowPolicy::SharedBucket(quota) => Some(SharedBucket {
                 rate: Rate::new(&quota).expect("a validated Quota always compiles to a Rate"),
                 burst: quota.burst(),
-                line: Group::new(),
-                side: Side::new(),
+                page: Page::single(),
             }),
         };
         let counts = Counts { denied: AtomicU64::new(0), admitted: AtomicU64::new(0) };

@@ -27,10 +27,20 @@ impl<K> Page<K> {
         Some(Page { groups: lines, sides })
     }
 
-    /// Group `i` of the page (`i` masked to the page size by the caller) and its side data.
+    /// A page of one group, for a bucket outside any table (the shared overflow bucket).
+    pub(crate) fn single() -> Self {
+        Page { groups: vec![Group::new()], sides: vec![Side::new()] }
+    }
+
+    /// Group `i` of the page (`i` below the page size): its line, all a lookup reads.
     #[inline(always)]
-    pub(crate) fn group(&self, i: usize) -> (&Group<K>, &Side) {
-        (&self.groups[i], &self.sides[i])
+    pub(crate) fn line(&self, i: usize) -> &Group<K> {
+        &self.groups[i]
+    }
+
+    /// Group `i`'s side data, for cold paths.
+    pub(crate) fn side(&self, i: usize) -> &Side {
+        &self.sides[i]
     }
 }
 

@@ -5,14 +5,18 @@
 //! [`Found::tat`], and the rule that a slot never holds a value twice across a change of key,
 //! which [`Found::note_lowering`] keeps true when a `TAT` is lowered.
 
-use super::group::{Group, Side, SEALED};
+use super::group::{Group, SEALED};
+use super::page::Page;
 use crate::sync::{fence, Ordering};
 
 /// A slot whose key matched, with the group version read before its keys were: the handle a
 /// check (and any other reader or writer of the key's bucket) works through.
 pub(crate) struct Found<'g, K> {
+    /// The slot's group: its line.
     group: &'g Group<K>,
-    side: &'g Side,
+    /// The group's page and index there, where its side data is (read on cold paths only).
+    page: &'g Page<K>,
+    index: usize,
     slot: usize,
     version: u32,
 }
@@ -81,7 +85,7 @@ impl<'g, K> Found<'g, K> {
         // Relaxed, then a Release fence: the fence orders this write before the lowering CAS that
         // follows (at any ordering), so a reclaimer whose seal (Acquire) reads the lowered value,
         // or a later value of the same word, also reads this high-water.
-        self.side.lowered[self.slot].fetch_max(from, Ordering::Relaxed);
+        self.page.side(self.index).lowered[self.slot].fetch_max(from, Ordering::Relaxed);
         fence(Ordering::Release);
     }
 
@@ -98,14 +102,9 @@ impl<'g, K> Found<'g, K> {
         self.group.tats[self.slot].load(Ordering::Acquire) == SEALED
     }
 
-    /// A handle on a slot that never changes key, for a bucket the table does not own (the
-    /// shared overflow bucket): its version is fixed at 0.
-    pub(crate) fn fixed(group: &'g Group<K>, side: &'g Side) -> Self {
-        Found { group, side, slot: 0, version: 0 }
-    }
-
-    /// The handle on slot `slot` of `group`, found at group version `version`.
-    pub(super) fn new(group: &'g Group<K>, side: &'g Side, slot: usize, version: u32) -> Self {
-        Found { group, side, slot, version }
+    /// The handle on slot `slot` of group `index` of `page`, found at group version `version`.
+    #[inline(always)]
+    pub(super) fn new(page: &'g Page<K>, index: usize, slot: usize, version: u32) -> Self {
+        Found { group: page.line(index), page, index, slot, version }
     }
 }

@@ -32,7 +32,7 @@
 
 use super::group::{tag_of, Group, Side, SLOTS};
 use super::hasher::RandomSeed;
-use super::page::LazyPage;
+use super::page::{LazyPage, Page};
 use super::slot::Found;
 use crate::sync::{self, AtomicU64, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
@@ -42,8 +42,10 @@ use std::hash::{BuildHasher, Hash};
 /// How many groups (of [`SLOTS`] slots) form a key's window, from its hash.
 pub(crate) const WINDOW: usize = 16;
 
-/// Pages hold at least this many groups (64 KiB of lines), or a whole shard if it is smaller.
-const MIN_PAGE_GROUPS: usize = 1024;
+/// Pages hold at least this many groups (512 KiB of lines, 832 KiB with their side data), or a
+/// whole shard if it is smaller: so tables of up to 2^21 slots have one page per shard, and the
+/// list of pages a lookup reads stays as small as a list of shards (64 entries).
+const MIN_PAGE_GROUPS: usize = 8192;
 
 /// A table has at most 2^16 pages, so its list of pages stays small however large its capacity.
 const MAX_PAGES_LOG2: u32 = 16;
@@ -151,19 +153,19 @@ impl<K> Table<K> {
         shard << self.shard_shift | (start.wrapping_add(p) & self.group_mask)
     }
 
-    /// The group at global index `gi` and its side data; `None` if its page was never allocated
-    /// (so none of its slots was ever used).
+    /// The group at global index `gi`; `None` if its page was never allocated (so none of its
+    /// slots was ever used).
     #[inline(always)]
-    pub(super) fn group(&self, gi: usize) -> Option<(&Group<K>, &Side)> {
+    pub(super) fn at(&self, gi: usize) -> Option<At<'_, K>> {
         let page = self.pages[gi >> self.page_shift].get()?;
-        Some(page.group(gi & self.page_mask))
+        Some(At { page, index: gi & self.page_mask })
     }
 
-    /// As [`Table::group`], allocating the group's page if needed; `None` if that fails. The
-    /// caller holds the lock of the group's shard.
-    pub(super) fn group_or_alloc(&self, gi: usize) -> Option<(&Group<K>, &Side)> {
+    /// As [`Table::at`], allocating the group's page if needed; `None` if that fails. The caller
+    /// holds the lock of the group's shard.
+    pub(super) fn at_or_alloc(&self, gi: usize) -> Option<At<'_, K>> {
         let page = self.pages[gi >> self.page_shift].get_or_alloc(self.page_mask + 1)?;
-        Some(page.group(gi & self.page_mask))
+        Some(At { page, index: gi & self.page_mask })
     }
 
     /// How far past the window keys of `hash`'s window were placed: the probe sequence a search
@@ -172,8 +174,8 @@ impl<K> Table<K> {
         // Acquire: pairs with the Release raise in the insert path (not needed for exactness,
         // which the home lock gives; it makes a raise seen imply the insert before it is).
         let reach = self
-            .group(self.position(hash, 0))
-            .map_or(0, |(_, side)| side.reach.load(Ordering::Acquire) as usize);
+            .at(self.position(hash, 0))
+            .map_or(0, |at| at.side().reach.load(Ordering::Acquire) as usize);
         reach.max(self.window)
     }
 
@@ -188,7 +190,7 @@ impl<K> Table<K> {
             (self.pages.iter().enumerate()).filter_map(|(i, page)| Some((i, page.get()?)));
         let page_groups = self.page_mask + 1;
         let groups = allocated.flat_map(|(i, page)| {
-            (0..page_groups).map(move |j| (i * page_groups + j, page.group(j).0))
+            (0..page_groups).map(move |j| (i * page_groups + j, page.line(j)))
         });
         for (gi, group) in groups {
             let slots = (0..3).find_map(|_| group.read_all()).unwrap_or_else(|| {
@@ -221,9 +223,9 @@ impl<K: Hash + Eq + Clone> Table<K> {
         let base = self.home(hash) << self.shard_shift;
         let start = (hash >> 16) as usize;
         for p in 0..self.window {
-            let (group, side) = self.group(base | (start.wrapping_add(p) & self.group_mask))?;
-            match group.find(side, key, tag) {
-                (Some(found), _) => return Some(found),
+            let at = self.at(base | (start.wrapping_add(p) & self.group_mask))?;
+            match at.line().find(key, tag) {
+                (Some((slot, version)), _) => return Some(at.found(slot, version)),
                 (None, true) => return None,
                 (None, false) => {}
             }
@@ -242,13 +244,46 @@ impl<K: Hash + Eq + Clone> Table<K> {
     {
         let tag = tag_of(hash);
         for p in self.window..self.reach(hash) {
-            let (group, side) = self.group(self.position(hash, p))?;
-            match group.find(side, key, tag) {
-                (Some(found), _) => return Some(found),
+            let at = self.at(self.position(hash, p))?;
+            match at.line().find(key, tag) {
+                (Some((slot, version)), _) => return Some(at.found(slot, version)),
                 (None, true) => return None,
                 (None, false) => {}
             }
         }
         None
+    }
+}
+
+/// A group of a table: its page and its index there.
+pub(super) struct At<'t, K> {
+    page: &'t Page<K>,
+    index: usize,
+}
+
+impl<K> Clone for At<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for At<'_, K> {}
+
+impl<'t, K> At<'t, K> {
+    /// The group's line.
+    #[inline(always)]
+    pub(super) fn line(self) -> &'t Group<K> {
+        self.page.line(self.index)
+    }
+
+    /// The group's side data.
+    pub(super) fn side(self) -> &'t Side {
+        self.page.side(self.index)
+    }
+
+    /// The handle on slot `slot` of the group, found at group version `version`.
+    #[inline(always)]
+    pub(super) fn found(self, slot: usize, version: u32) -> Found<'t, K> {
+        Found::new(self.page, self.index, slot, version)
     }
 }
