@@ -61,8 +61,12 @@ impl<'g, K> Found<'g, K> {
     /// CAS of the slot's `TAT` from `current` (the found key's, as [`Found::tat`] returned it) to
     /// `new`, which must not be [`SEALED`]. On failure, the value found.
     ///
-    /// Raising the word needs nothing more. To *lower* it (from `current` to a smaller `new`),
-    /// call [`Found::note_lowering`]`(current)` first.
+    /// Raising the word (an admission, or recording a time in an idle bucket) needs nothing
+    /// more. Raise through this CAS rather than a blind `fetch_max`: a `fetch_max` that lands
+    /// while the slot is sealed is lost if the reclaim then backs out (see
+    /// [`Group::reclaim`](super::group::Group::reclaim)), where this CAS reports the seal. To
+    /// *lower* the word (from `current` to a smaller `new`), call
+    /// [`Found::note_lowering`]`(current)` first.
     #[inline]
     pub(crate) fn cas_tat(&self, current: u64, new: u64) -> Result<(), u64> {
         debug_assert_ne!(new, SEALED);
@@ -80,6 +84,12 @@ impl<'g, K> Found<'g, K> {
     /// `from` (or anything below it) before the lowering can never CAS into another key's bucket.
     /// See the module notes. Costs one `fetch_max` on a line checks never read; the lowering CAS
     /// after it may be `Relaxed`.
+    ///
+    /// What the argument needs of the lowering itself: it goes from `from` down to no lower than
+    /// the `TAT` the undone charge was computed against (`max(TAT, now)` at that charge), so a
+    /// key's values never fall below its first. A handle whose slot has changed key since it was
+    /// found is harmless here: its `from` lies below the new key's first value, so the high-water
+    /// it raises changes nothing and its CAS fails.
     #[inline]
     pub(crate) fn note_lowering(&self, from: u64) {
         // Relaxed, then a Release fence: the fence orders this write before the lowering CAS that
