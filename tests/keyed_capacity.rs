@@ -87,6 +87,36 @@ fn keys_of_a_crowded_window_that_went_further_are_found_again_after_their_window
 }
 
 #[test]
+fn threads_inserting_alike_keys_fill_every_slot_exactly_once() {
+    // 64 slots in four shards: alike keys share one window and spill through the other shards
+    // under the spill lock, while each thread also offers keys of its own.
+    let lim =
+        KeyedLimiter::<SameHash, _>::with_capacity_and_clock(hourly(), 64, ManualClock::new());
+    let admitted: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4u32)
+            .map(|t| {
+                let lim = &lim;
+                s.spawn(move || {
+                    (0..100)
+                        .map(|i| i * 4 + t)
+                        .filter(|&k| lim.check(&SameHash(k)).is_ok())
+                        .collect()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut all: Vec<u32> = admitted.into_iter().flatten().collect();
+    assert_eq!(all.len(), 64, "every slot taken once");
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 64, "no key admitted twice");
+    assert_eq!(lim.overflow_denials(), 400 - 64);
+    assert!(all.iter().all(|&k| lim.check(&SameHash(k)).is_err()), "each kept its bucket");
+    assert_eq!(lim.snapshot().len(), 64);
+}
+
+#[test]
 fn try_with_capacity_refuses_capacities_above_the_maximum() {
     let q = Quota::per_second(1).unwrap();
     for capacity in [MAX_CAPACITY + 1, 1 << 40, usize::MAX] {

@@ -184,6 +184,40 @@ fn a_key_clone_panicking_inside_a_fill_leaves_the_table_as_it_was() {
     assert_eq!(keyed.snapshot().len(), 2);
 }
 
+/// From the adversarial review (`snapshot_under_churn`): snapshots racing with constant
+/// reclamation in a tiny table (two shards of two groups, 40 keys, real clock) never panic, never
+/// list a key twice or more keys than slots, and report every level within the bucket's range.
+#[test]
+fn snapshots_under_constant_reclamation_list_each_key_once_within_range() {
+    let q = Quota::new(10, Duration::from_millis(1), 10).unwrap();
+    let keyed = KeyedLimiter::<u64, _>::with_layout(q, 2, 8, leakgate::TscClock::new());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let (keyed, stop) = (&keyed, &stop);
+            s.spawn(move || {
+                let mut k = t;
+                while !stop.load(Ordering::Relaxed) {
+                    k = k.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let _ = keyed.check_n(&(k % 40), 1 + k % 10);
+                }
+            });
+        }
+        for _ in 0..2_000 {
+            let snap = keyed.snapshot();
+            let mut keys: Vec<_> = snap.iter().map(|s| s.key).collect();
+            keys.sort();
+            keys.dedup();
+            assert_eq!(keys.len(), snap.len(), "a key listed twice");
+            assert!(snap.len() <= 16);
+            for s in &snap {
+                assert!(s.remaining <= 10 && (0.0..=1.0).contains(&s.fill), "{s:?}");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
 // ---- against a plain model, with a clock that goes back and forth ----
 
 /// A one-group table as a plain model: four slots, each empty or holding a key and its `TAT` (ns,
