@@ -112,7 +112,9 @@ mod sync;
 
 pub use clock::{Clock, CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
 pub use decision::{Admitted, Denied};
-pub use keyed::{KeyState, KeyedLimiter, DEFAULT_CAPACITY};
+pub use keyed::{
+    CapacityError, KeyState, KeyedLimiter, OverflowPolicy, DEFAULT_CAPACITY, MAX_CAPACITY,
+};
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
 pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};

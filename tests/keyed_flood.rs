@@ -1,5 +1,6 @@
 //! A flood of distinct keys through a small table: memory stays bounded (counted by a global
-//! allocator in this test binary) and every active key keeps its state.
+//! allocator in this test binary) and every active key keeps its state. And a table made for an
+//! absurd number of keys allocates memory only as keys arrive.
 
 use leakgate::{KeyedLimiter, ManualClock, Quota};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -29,12 +30,13 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+/// The counters are process-wide: one measured test at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `keys` distinct u64 keys through a table of capacity 100_000 (131_072 slots), one new key
 /// every 100 ns with a 1 ms interval: about 10_000 buckets are active at any time, so idle slots
 /// must be reclaimed all along.
 fn flood(keys: u64) {
-    // The counters are process-wide: one flood at a time.
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let clock = ManualClock::new();
     let q = Quota::per_second(1000).unwrap().with_burst(1).unwrap();
@@ -52,9 +54,10 @@ fn flood(keys: u64) {
         assert!(lim.check(&key).is_err(), "active key {key} lost its state");
     }
     let peak = PEAK.load(Ordering::Relaxed) - before;
-    // Requested bytes per slot: its share of a 64-byte group line (16) and of the group's array
-    // of four keys behind an Arc (16 + 4 * 8 = 48, so 12). Nothing may grow with the key stream.
-    let bound = slots * (16 + 12) + 64 * 1024;
+    // Requested bytes per slot: its share of a 64-byte group line (16), of the group's 40 bytes
+    // of side data (10), and of the group's array of four keys behind an Arc (16 + 4 * 8 = 48,
+    // so 12). Nothing may grow with the key stream.
+    let bound = slots * (16 + 10 + 12) + 64 * 1024;
     println!(
         "{keys} keys through {slots} slots: peak {peak} bytes requested, {:.1} per slot (bound {bound})",
         peak as f64 / slots as f64
@@ -71,4 +74,25 @@ fn a_million_distinct_keys_keep_memory_bounded() {
 #[ignore = "10 million keys: cargo test --release --test keyed_flood -- --ignored"]
 fn ten_million_distinct_keys_keep_memory_bounded() {
     flood(10_000_000);
+}
+
+/// Regression (issue 10): `with_capacity(usize::MAX)` aborted the process trying to allocate
+/// 16 TB up front. It now takes the largest capacity and allocates a short list of pages, then a
+/// page (well under a megabyte) when a key first reaches one.
+#[test]
+fn an_absurd_capacity_allocates_only_as_keys_arrive() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let q = Quota::per_second(1).unwrap();
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let lim = KeyedLimiter::<u64, _>::with_capacity_and_clock(q, usize::MAX, ManualClock::new());
+    assert_eq!(lim.capacity(), leakgate::MAX_CAPACITY);
+    let made = PEAK.load(Ordering::Relaxed) - before;
+    for key in 0..16 {
+        assert!(lim.check(&key).is_ok());
+    }
+    let used = PEAK.load(Ordering::Relaxed) - before;
+    println!("capacity {}: {made} bytes made, {used} after 16 keys", lim.capacity());
+    assert!(made <= 8 << 20, "{made} bytes allocated up front");
+    assert!(used <= made + 16 * (1 << 20), "{used} bytes for 16 keys");
 }

@@ -1,86 +1,101 @@
-//! A group of [`SLOTS`] buckets in one cache line: their tags, state words and last-use times,
-//! beside a pointer to their keys.
+//! A group of [`SLOTS`] buckets in one cache line (their tags, state words and last-use times,
+//! beside a pointer to their keys), and the group's [`Side`] data, kept off that line.
 //!
 //! # Implementation details
 //!
 //! A check reads the group's line (tags, and then the slot's `TAT` from the same line) and the
 //! keys the line points to: two cache misses at most, however large the table.
 //!
-//! Keys never change in place: giving a slot a new key publishes a new array of keys (see
-//! `PageCell`). A slot's `TAT` word, though, is reused by each key the slot holds in turn. Two
-//! rules keep one key's admission out of another key's bucket:
+//! Keys never change in place: giving a slot a new key publishes a new array of keys. A slot's
+//! `TAT` word, though, is reused by each key the slot holds in turn. Two rules keep one key's
+//! admission out of another key's bucket:
 //!
 //! * **The version.** Every new key bumps [`Group::version`] after publishing its keys and before
 //!   its `TAT` becomes usable. A check reads the version before the keys and again after reading
 //!   the `TAT`; if it moved, the `TAT` may be another key's and the check starts over.
-//! * **No `TAT` value is ever seen twice in a slot.** Within a key's life its `TAT` only grows (an
-//!   admission sets `max(TAT, now) + cost`). A slot changes key only when its `TAT` is *before*
-//!   now; the word is sealed (CAS to [`SEALED`]) and then reopened at the old value plus one unit,
-//!   still before now, so the new bucket is exactly an empty one. So every value the slot holds
-//!   after a change of key is above every value it held before, and a check that read its own
-//!   key's `TAT` and then lost the race to a reclamation can never succeed in its CAS: no ABA.
+//! * **A slot never holds a value twice across a change of key.** A check that read its key's
+//!   `TAT` and was then preempted may still CAS from that value after the slot changed key; the
+//!   CAS must fail. So the first value of a slot's new key is above every value the slot held
+//!   before, and every later value of the new key stays at or above its first.
+//!
+//! The second rule, in detail. Call `held(slot)` the largest value the slot's word has held since
+//! its key last changed. Admissions only raise the word. Lowerings (a cancelled reservation, the
+//! exact undo of a charge) move it from `V` back to a value no lower than the one the undone charge
+//! started from, so at or above the key's first value; and before each one, the lowering code calls
+//! [`Found::note_lowering`](super::slot::Found::note_lowering)`(V)`, which raises the slot's *lowering high-water* in [`Side`] to `V`.
+//! So `held(slot) <= max(TAT, high-water)` always. A slot changes key only when that maximum is
+//! *before* now (the key's bucket is empty, whatever was lowered); its word is then sealed (CAS to
+//! [`SEALED`]), the high-water is read again after the seal (no lowering can land past a seal, and
+//! the seal's `Acquire` sees every high-water raised before a lowering it observes), and the word
+//! is reopened strictly above both, at or before the time the table last judged a slot idle (see
+//! the table's notes): above every value a stale CAS could hold, and still an empty bucket.
 
-use super::page::{Keys, PageCell};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{self, AtomicU32, AtomicU64, Ordering, SwapCell};
 use std::borrow::Borrow;
+use std::sync::Arc;
 
 /// Slots per group: four fit with their state in one 64-byte line.
 pub(crate) const SLOTS: usize = 4;
 
-/// The `TAT` of a slot changing key: no admission may land in it.
+/// The `TAT` of a slot changing key: no admission may land in it. No bucket ever holds this
+/// value: an admission that would reach it is denied instead.
 pub(crate) const SEALED: u64 = u64::MAX;
+
+/// A group's keys: slot `i`'s key at `i`. Slots not yet used hold a copy of a used slot's key,
+/// which is never compared (their tags are 0); slots are filled in order, so the first key is the
+/// one copied.
+pub(crate) type Keys<K> = [K; SLOTS];
 
 /// Four buckets and their keys. 64 bytes, aligned to a cache line, so checks of keys in
 /// different groups never share a line.
 #[repr(align(64))]
 pub(crate) struct Group<K> {
-    /// The slots' keys.
-    keys: PageCell<K>,
-    /// Bumped for every slot that gets a new key (see the module notes).
-    version: AtomicU32,
+    /// The slots' keys, replaced whole when a slot gets a new key.
+    keys: SwapCell<Keys<K>>,
+    /// Bumped (wrapping) for every slot that gets a new key (see the module notes).
+    pub(super) version: AtomicU32,
     /// Byte `i`: 8 bits of slot `i`'s key's hash, never 0, or 0 while slot `i` has never held a
     /// key. Slots are used in order and never emptied. Tags only filter: a match is confirmed by
     /// comparing the real key.
     tags: AtomicU32,
     /// Slot `i`'s `TAT`, in the rate's units, or [`SEALED`].
-    tats: [AtomicU64; SLOTS],
+    pub(super) tats: [AtomicU64; SLOTS],
     /// The clock in whole milliseconds (wrapping) at slot `i`'s last admission; for snapshots.
-    used: [AtomicU32; SLOTS],
+    pub(super) used: [AtomicU32; SLOTS],
 }
 
-#[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Group<u64>>() == 64);
+const _: () = assert!(sync::LOOM || std::mem::size_of::<Group<u64>>() == 64);
 
-/// A slot whose key matched, with the group version read before its keys were.
-pub(crate) struct Found<'g, K> {
-    pub(crate) group: &'g Group<K>,
-    pub(crate) slot: usize,
-    pub(crate) version: u32,
+/// What a group needs only on cold paths (lowering, reclaiming, inserting past a full window),
+/// kept off its line so checks never load it. 40 bytes per group.
+pub(crate) struct Side {
+    /// Slot `i`'s lowering high-water: the largest `TAT` a lowering ever moved the word down from
+    /// (rate units; 0 if none). Only grows; see the module notes.
+    pub(super) lowered: [AtomicU64; SLOTS],
+    /// For keys whose window starts at this group: 1 + the furthest probe position (in groups
+    /// from the window's start) at which one was ever given a slot past its window, or 0 if none.
+    /// Only grows; written under the lock of this group's shard.
+    pub(crate) reach: AtomicU32,
 }
 
-/// What a reader of a slot's `TAT` learns.
-pub(crate) enum Tat {
-    /// The slot's current `TAT`, and still the found key's.
-    Current(u64),
-    /// Another key was given a slot of the group meanwhile: look again.
-    Moved,
-    /// The slot is being given to another key, its key being idle: look again under the lock,
-    /// which waits for that to finish.
-    Sealed,
+impl Side {
+    pub(crate) fn new() -> Self {
+        Side { lowered: std::array::from_fn(|_| AtomicU64::new(0)), reach: AtomicU32::new(0) }
+    }
+}
+
+/// What a slot gets when it is given a key: the group's new keys (from [`Group::keys_with`]),
+/// the key's tag, and the time, for snapshots.
+pub(crate) struct NewKey<K> {
+    pub(crate) keys: Keys<K>,
+    pub(crate) tag: u8,
+    pub(crate) now_ms: u32,
 }
 
 /// The tag of a hash: its top 8 bits, never 0.
-#[cfg(not(loom))]
 #[inline]
 pub(crate) fn tag_of(hash: u64) -> u8 {
-    (hash >> 56) as u8 | 1
-}
-
-/// Under loom every key has the same tag, so every lookup compares real keys, stale tags
-/// included: the case where tags filter nothing is the one that can go wrong.
-#[cfg(loom)]
-pub(crate) fn tag_of(_hash: u64) -> u8 {
-    1
+    sync::model_tag((hash >> 56) as u8 | 1)
 }
 
 /// A bit set at the high bit of every byte of `word` that may be 0. The lowest set bit is exact;
@@ -93,7 +108,7 @@ fn zero_bytes(word: u32) -> u32 {
 impl<K> Group<K> {
     pub(crate) fn new() -> Self {
         Group {
-            keys: PageCell::empty(),
+            keys: SwapCell::empty(),
             version: AtomicU32::new(0),
             tags: AtomicU32::new(0),
             tats: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -101,10 +116,11 @@ impl<K> Group<K> {
         }
     }
 
-    /// The slot holding `key`, if this group has it, and whether the group has a slot never used
-    /// (then no key is ever placed past it: the search may stop). Lock-free.
+    /// The slot holding `key` with the group version read before the keys, if this group has
+    /// it, and whether the group has a slot never used (then no key is ever placed past it: the
+    /// search may stop). Lock-free.
     #[inline(always)]
-    pub(crate) fn find<Q>(&self, key: &Q, tag: u8) -> (Option<Found<'_, K>>, bool)
+    pub(crate) fn find<Q>(&self, key: &Q, tag: u8) -> (Option<(usize, u32)>, bool)
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -132,136 +148,125 @@ impl<K> Group<K> {
             }
             None
         });
-        (slot.map(|slot| Found { group: self, slot, version }), has_unused)
+        (slot.map(|slot| (slot, version)), has_unused)
     }
 
-    /// Slot `slot`'s `TAT` as one CAS loop's step sees it: the value the last CAS failed on, or a
-    /// fresh load, if the slot still holds the key found at `version`.
-    #[inline]
-    pub(crate) fn tat(&self, slot: usize, version: u32, tat: Option<u64>) -> Tat {
-        // Acquire: a value written when the slot got a new key comes after that key's version
-        // bump, so the version read below sees the bump.
-        let tat = tat.unwrap_or_else(|| self.tats[slot].load(Ordering::Acquire));
-        // Relaxed: ordered after the Acquire load (or Acquire CAS failure) that produced `tat`.
-        if tat == SEALED {
-            Tat::Sealed
-        } else if self.version.load(Ordering::Relaxed) != version {
-            Tat::Moved
-        } else {
-            Tat::Current(tat)
-        }
-    }
-
-    /// CAS of slot `slot`'s `TAT` from `current` (the found key's, see [`Group::tat`]) to `new`.
-    /// On failure, the value found.
-    #[inline]
-    pub(crate) fn cas_tat(&self, slot: usize, current: u64, new: u64) -> Result<(), u64> {
-        // Relaxed on success: the word is the bucket's whole state, nothing else is published
-        // with it. Acquire on failure: the value found is read as `Group::tat` reads it.
-        self.tats[slot]
-            .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Acquire)
-            .map(drop)
-    }
-
-    /// Raises slot `slot`'s `TAT` to at least `now` (below [`SEALED`]): a sealed slot stays sealed,
-    /// and raising an idle `TAT` keeps it idle and growing, whichever key holds it.
-    #[inline]
-    pub(crate) fn raise_tat(&self, slot: usize, now: u64) {
-        // Relaxed: as for a successful CAS; the value is the bucket's whole state.
-        self.tats[slot].fetch_max(now.min(SEALED - 1), Ordering::Relaxed);
-    }
-
-    /// Lowers slot `slot`'s `TAT` from `from` to `to` if it still holds `from` (an undo); on
-    /// failure, the value found.
-    #[inline]
-    pub(crate) fn lower_tat(&self, slot: usize, from: u64, to: u64) -> Result<(), u64> {
-        // Relaxed: as for a successful CAS. Strong: a spurious failure would give up an exact undo.
-        self.tats[slot].compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed).map(drop)
-    }
-
-    /// Records an admission at `now_ms` for snapshots.
-    #[inline]
-    pub(crate) fn mark_used(&self, slot: usize, now_ms: u32) {
-        // Relaxed: a statistic, read on its own.
-        self.used[slot].store(now_ms, Ordering::Relaxed);
-    }
-}
-
-/// Writes: each runs under the lock of the group's shard, so one runs at a time per group.
-impl<K: Clone> Group<K> {
-    /// The tags, exact under the lock.
+    /// The tags, exact under the lock of the group's shard.
     pub(crate) fn tags_locked(&self) -> [u8; SLOTS] {
         // Relaxed: only lock holders store tags, and the lock orders them.
         self.tags.load(Ordering::Relaxed).to_le_bytes()
     }
 
-    /// Whether slot `slot`'s bucket is empty at `now` and may change key: its `TAT` is before
-    /// now (strictly, so that the new key's `TAT`, one unit above, is still not after now).
-    pub(crate) fn is_idle(&self, slot: usize, now: u64) -> Option<u64> {
+    /// The latest time slot `slot` may still be busy until: `max(TAT, lowering high-water)`
+    /// ([`SEALED`] while it changes key). It never decreases over the slot's whole life, across
+    /// changes of key (see the module notes).
+    pub(crate) fn busy_until(&self, side: &Side, slot: usize) -> u64 {
+        // Relaxed: a candidate or a bound only; `reclaim` decides under its seal.
+        let tat = self.tats[slot].load(Ordering::Relaxed);
+        tat.max(side.lowered[slot].load(Ordering::Relaxed))
+    }
+
+    /// Slot `slot`'s `TAT` if it may change key at `now`: its bucket is empty, whatever was
+    /// lowered (`max(TAT, high-water)` strictly before now, so the new key can start strictly
+    /// above it and still not after now).
+    pub(crate) fn idle_tat(&self, side: &Side, slot: usize, now: u64) -> Option<u64> {
         // Relaxed: a candidate only; the seal CAS decides.
         let tat = self.tats[slot].load(Ordering::Relaxed);
-        (tat < now && tat + 1 < SEALED).then_some(tat)
+        let held = tat.max(side.lowered[slot].load(Ordering::Relaxed));
+        (held < now && held < SEALED - 1).then_some(tat)
     }
+}
 
-    /// Gives unused slot `slot` (the first unused one) to `key`, at `now_ms`.
-    pub(crate) fn fill(&self, slot: usize, key: K, tag: u8, now_ms: u32) -> Found<'_, K> {
-        // Its `TAT` is still its initial 0, never seen by a check: no seal, no reopening needed.
-        self.give(slot, key, tag, now_ms, None)
-    }
-
-    /// Moves slot `slot` from its idle key to `key` if its `TAT` is still `idle_tat`; `None` if a
-    /// check admitted something there first (the slot is busy again).
-    pub(crate) fn reclaim(
-        &self,
-        slot: usize,
-        idle_tat: u64,
-        key: K,
-        tag: u8,
-        now_ms: u32,
-    ) -> Option<Found<'_, K>> {
-        // Relaxed: the seal and a check's CAS are read-modify-writes of one word, so exactly one
-        // wins. The keys published next are ordered after the seal by program order and the
-        // publication's Release, so a check that reads the new keys then sees `SEALED` or later.
-        let sealed = self.tats[slot]
-            .compare_exchange(idle_tat, SEALED, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok();
-        sealed.then(|| self.give(slot, key, tag, now_ms, Some(idle_tat + 1)))
-    }
-
-    /// Publishes `key` in slot `slot`; the slot as a check that found it now would see it.
-    fn give(
-        &self,
-        slot: usize,
-        key: K,
-        tag: u8,
-        now_ms: u32,
-        reopen_at: Option<u64>,
-    ) -> Found<'_, K> {
+/// Writes: each runs under the lock of the group's shard, so one runs at a time per group.
+impl<K: Clone> Group<K> {
+    /// The group's keys with `key` at `slot`: the array a new key publishes. Clones the other
+    /// keys, so it may panic in a key's `Clone`; it changes nothing, so a panic leaves the group
+    /// as it was.
+    pub(crate) fn keys_with(&self, slot: usize, key: K) -> Keys<K> {
         let mut keys: Keys<K> = self
             .keys
             .read(|old| old.cloned())
             .unwrap_or_else(|| std::array::from_fn(|_| key.clone()));
         keys[slot] = key;
-        self.used[slot].store(now_ms, Ordering::Relaxed);
-        self.keys.publish(keys);
+        keys
+    }
+
+    /// Gives unused slot `slot` (the first unused one) the key at `slot` in `new.keys`, with a
+    /// bucket whose `TAT` is `open_at`; the group version that key was published at.
+    pub(crate) fn fill(&self, slot: usize, new: NewKey<K>, open_at: u64) -> u32 {
+        debug_assert_ne!(open_at, SEALED);
+        // Relaxed: no check can reach this word before it finds the key, which it does only
+        // through the Release publication below. Never read by a check before: no seal needed.
+        self.tats[slot].store(open_at, Ordering::Relaxed);
+        let (version, previous) = self.publish(slot, new);
+        drop(previous);
+        version
+    }
+
+    /// Moves slot `slot` from its idle key to the key at `slot` in `new.keys`, if its `TAT` is
+    /// still `idle_tat` and it is still idle at `now`; `None` if a check admitted something there
+    /// first or a lowering made it busy. `open_at(held)` gives the new key's first `TAT` from the
+    /// largest value the slot held; it must return more than `held`. The group version the new
+    /// key was published at.
+    pub(crate) fn reclaim(
+        &self,
+        side: &Side,
+        (slot, idle_tat): (usize, u64),
+        now: u64,
+        new: NewKey<K>,
+        open_at: impl FnOnce(u64) -> u64,
+    ) -> Option<u32> {
+        // Acquire on success: a lowering whose value (or a later one) the seal replaces noted its
+        // high-water before a Release fence (`note_lowering`), so the load below sees it. The seal
+        // and a check's CAS are read-modify-writes of one word, so exactly one wins.
+        let sealed = self.tats[slot].compare_exchange(
+            idle_tat,
+            SEALED,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        );
+        if sealed.is_err() {
+            return None;
+        }
+        // Relaxed: ordered after the seal's Acquire. No lowering can land from here on.
+        let held = idle_tat.max(side.lowered[slot].load(Ordering::Relaxed));
+        if held >= now || held >= SEALED - 1 {
+            // A lowering from a later value happened between the candidate check and the seal:
+            // the bucket is not empty after all. Unseal, unchanged. Release: as for a reopening.
+            self.tats[slot].store(idle_tat, Ordering::Release);
+            return None;
+        }
+        let open_at = open_at(held).min(SEALED - 1);
+        debug_assert!(open_at > held);
+        // From here to the end nothing runs user code that could panic with the slot sealed:
+        // the keys were cloned before the seal, and the old ones are dropped after the reopening.
+        let (version, previous) = self.publish(slot, new);
+        // Release: a check that reads this value sees the version bump in `publish` and starts
+        // over, since it may have found the slot's previous key.
+        self.tats[slot].store(open_at, Ordering::Release);
+        drop(previous);
+        Some(version)
+    }
+
+    /// Publishes `new` for `slot`: the group version a check that found it now would read, and
+    /// the previous keys, for the caller to drop last.
+    fn publish(&self, slot: usize, new: NewKey<K>) -> (u32, Option<Arc<Keys<K>>>) {
+        // Relaxed: a statistic, read on its own.
+        self.used[slot].store(new.now_ms, Ordering::Relaxed);
+        let previous = self.keys.publish(new.keys);
         let mut tags = self.tags_locked();
-        tags[slot] = tag;
+        tags[slot] = new.tag;
         // Release: a reader that sees the tag sees the keys published above.
         self.tags.store(u32::from_le_bytes(tags), Ordering::Release);
         // Release: a reader that sees the new version sees the keys and tags.
         let version = self.version.fetch_add(1, Ordering::Release).wrapping_add(1);
-        if let Some(tat) = reopen_at {
-            // Release: a check that reads this value sees the version bump above and starts
-            // over, since it may have found the slot's previous key.
-            self.tats[slot].store(tat, Ordering::Release);
-        }
-        Found { group: self, slot, version }
+        (version, previous)
     }
 
     /// Every used slot's key, `TAT` and last use, read between two equal versions (so no slot
     /// changed key meanwhile); `None` if a slot changed key during the read.
     pub(crate) fn read_all(&self) -> Option<Vec<(K, u64, u32)>> {
-        // Acquire/Release as in `find` and `tat`.
+        // Acquire/Release as in `find` and `Found::tat`.
         let version = self.version.load(Ordering::Acquire);
         let tags = self.tags.load(Ordering::Acquire).to_le_bytes();
         let slots = self.keys.read(|keys| {

@@ -19,17 +19,8 @@ pub(crate) struct RandomSeed {
 }
 
 impl RandomSeed {
-    #[cfg(not(loom))]
     pub(crate) fn new() -> Self {
-        let state = std::collections::hash_map::RandomState::new();
-        // Odd multipliers keep every bit of the input in the product.
-        RandomSeed { seed: [state.hash_one(0x5eed_u64) | 1, state.hash_one(0xfeed_u64) | 1] }
-    }
-
-    /// Loom replays a model many times and needs every run to take the same path: a fixed seed.
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        RandomSeed { seed: [0x5eed | 1, 0xfeed | 1] }
+        RandomSeed { seed: crate::sync::hash_seeds() }
     }
 }
 

@@ -1,54 +1,52 @@
 //! [`KeyedLimiter`]: one bucket per key (client, IP address, API key, flow), in a bounded,
 //! lock-free table that forgets idle keys by itself.
 
+mod capacity;
+mod check;
 mod group;
 mod hasher;
+mod insert;
+mod model_hooks;
+mod overflow;
 mod page;
 mod slot;
 mod snapshot;
 mod table;
 
+pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub use overflow::OverflowPolicy;
 pub use snapshot::KeyState;
 
-use crate::bucket;
 use crate::clock::{Clock, TscClock};
-use crate::decision::{Admitted, Denied};
 use crate::gcra::Rate;
 use crate::quota::Quota;
-use crate::sync::{AtomicU64, Ordering};
-use crossbeam_utils::CachePadded;
-use group::{Found, Tat};
-use std::borrow::Borrow;
+use overflow::Overflow;
 use std::fmt;
 use std::hash::Hash;
 use table::Table;
-
-/// A request taken from a key's bucket: the state it left, and the slot holding the bucket (`None`
-/// when the key is not tracked and the request took nothing).
-// `slot`'s first readers, keyed reservations and all-or-nothing checks, are being written.
-#[allow(dead_code)]
-pub(crate) struct Taken<'a, K> {
-    pub(crate) state: u64,
-    pub(crate) slot: Option<Found<'a, K>>,
-}
-
-/// The default number of keys a [`KeyedLimiter`] can track at once: 2^18 = 262,144.
-pub const DEFAULT_CAPACITY: usize = 1 << 18;
 
 /// Rate limits per key: every key has its own bucket with the same quota, and answers exactly as a
 /// [`Limiter`](crate::Limiter) would.
 ///
 /// * **Lock-free for tracked keys.** A check finds the key's bucket and CASes its state word; only
-///   the first request of a key the table does not hold takes its shard's lock, to insert it.
+///   the first request of a key the table does not hold takes a lock, to insert it.
 /// * **Idle keys reclaim themselves.** An empty bucket is indistinguishable from a new one, so its
 ///   slot is reused for another key with no change to any decision: no `retain_recent`, no
-///   background thread.
-/// * **Bounded memory.** The table never grows past its capacity, whatever the key stream.
-/// * **Overflow policy: new keys are denied.** When every slot a new key may use (a window of 64
-///   from its hash, in 16 groups of 4) holds a bucket that is not empty, the new key is denied
-///   with `remaining() = 0` and `retry_after() = Some(T)`, and [`overflow_denials`](KeyedLimiter::overflow_denials)
-///   counts it. An active bucket is never dropped to make room: that would admit beyond its
-///   quota.
+///   background thread. A key that comes back gets a bucket no emptier than the latest time the
+///   table judged a bucket empty, so a forgotten key never gets more than its own bucket would
+///   have given it, even when the clock goes back or a thread read it before the key was
+///   forgotten.
+/// * **Holds its capacity, whatever the keys' hashes.** A table made for `n` keys holds `n` keys
+///   with busy buckets at once, as `std`'s `with_capacity` does: a new key is refused only when
+///   every slot of the table holds a busy bucket. Keys live in a window of 64 slots from their
+///   hash; when a key's window is full it takes a slot further on, which costs that key a longer
+///   search (see [Memory and cost](#memory-and-cost)).
+/// * **Bounded memory.** The table never grows past its capacity, whatever the key stream, and
+///   allocates its slots in pages as keys first reach them.
+/// * **Overflow policy.** When a new key finds no room it is denied, or, with
+///   [`OverflowPolicy::SharedBucket`], checked against one bucket shared by every such key; see
+///   [`with_overflow`](KeyedLimiter::with_overflow). An active bucket is never dropped to make
+///   room: that would admit beyond its quota.
 /// * **Hostile keys.** Keys are hashed with a per-table random seed, so a flood cannot be aimed
 ///   at one shard or window without knowing it.
 ///
@@ -61,14 +59,31 @@ pub const DEFAULT_CAPACITY: usize = 1 << 18;
 /// assert!(keyed.check("bob").is_ok()); // bob has his own bucket
 /// # Ok::<(), leakgate::QuotaError>(())
 /// ```
+///
+/// # Memory and cost
+///
+/// A table for `n` keys has `n` rounded up to a power of two slots (at least 64, at most
+/// [`MAX_CAPACITY`]), so between 1 and 2 slots per key it guarantees. A slot costs
+/// `30 + size_of::<K>()` bytes once its page is allocated: 16 for its share of its group's
+/// 64-byte line (state words, tags, last use), 10 for its share of the group's side data (the
+/// lowering high-waters and reach that make reuse and full windows safe), and
+/// `4 + size_of::<K>()` for its share of the group's shared array of keys. So 38 bytes for `u64`
+/// keys, 54 for `String` keys (plus the strings). Pages are allocated when a key first reaches
+/// them and kept for the table's life; only a list of pages (at most 2^16 entries) is allocated up
+/// front.
+///
+/// A check of a tracked key in its window reads two cache lines (its group, its keys). A key
+/// placed past its window (only when its window was full: above about 60% load with the seeded
+/// hasher) is found after a search of the groups between; with degenerate hashes (a `Hash` that
+/// writes the same bytes for many keys) those keys share one sequence, and a lookup or insert of
+/// one walks it: up to every group of the table, a lock-free scan for lookups of tracked keys,
+/// under the table's insert locks for new keys.
 pub struct KeyedLimiter<K, C: Clock = TscClock> {
     table: Table<K>,
     rate: Rate,
     quota: Quota,
     clock: C,
-    /// New keys denied because their window was full of active buckets. Counted only on that
-    /// cold path; alone on its line so counting never slows checks of tracked keys.
-    overflow: CachePadded<AtomicU64>,
+    overflow: Overflow<K>,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TscClock> {
@@ -83,10 +98,14 @@ impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TscClock> {
         Self::with_clock(quota, TscClock::new())
     }
 
-    /// A keyed limiter on the default clock that tracks at most about `capacity` keys at once
-    /// (rounded up to a power of two, at least 64). The table's slots are allocated up front, 16
-    /// bytes each; every group of four slots in use adds one array of their keys (16 bytes plus
-    /// four keys: 48 bytes for `u64` keys, so 28 bytes per slot in all).
+    /// A keyed limiter on the default clock that holds at least `capacity` keys with busy
+    /// buckets at once, whatever their hashes: `capacity` rounded up to a power of two (at least
+    /// 64) slots, allocated as keys reach them; see [Memory and cost](KeyedLimiter#memory-and-cost).
+    ///
+    /// A capacity above [`MAX_CAPACITY`] is taken as [`MAX_CAPACITY`] (this never panics or
+    /// aborts: the memory is allocated as keys arrive, and a page that cannot be allocated is a
+    /// page with no room); [`try_with_capacity`](KeyedLimiter::try_with_capacity) returns an error
+    /// instead.
     ///
     /// ```
     /// let keyed = leakgate::KeyedLimiter::<u64>::with_capacity(leakgate::Quota::per_second(10)?, 100_000);
@@ -95,6 +114,20 @@ impl<K: Hash + Eq + Clone + Send + Sync> KeyedLimiter<K, TscClock> {
     /// ```
     pub fn with_capacity(quota: Quota, capacity: usize) -> Self {
         Self::with_capacity_and_clock(quota, capacity, TscClock::new())
+    }
+
+    /// As [`with_capacity`](KeyedLimiter::with_capacity), but a capacity above [`MAX_CAPACITY`]
+    /// is an error.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// let q = Quota::per_second(10)?;
+    /// assert_eq!(KeyedLimiter::<u64>::try_with_capacity(q, 1000).unwrap().capacity(), 1024);
+    /// assert!(KeyedLimiter::<u64>::try_with_capacity(q, usize::MAX).is_err());
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn try_with_capacity(quota: Quota, capacity: usize) -> Result<Self, CapacityError> {
+        Self::try_with_capacity_and_clock(quota, capacity, TscClock::new())
     }
 }
 
@@ -112,8 +145,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Self::with_capacity_and_clock(quota, DEFAULT_CAPACITY, clock)
     }
 
-    /// A keyed limiter that tracks at most about `capacity` keys at once (rounded up to a power
-    /// of two, at least 64).
+    /// A keyed limiter reading time from `clock` that holds at least `capacity` keys with busy
+    /// buckets at once, as [`with_capacity`](KeyedLimiter::with_capacity) (a capacity above
+    /// [`MAX_CAPACITY`] is taken as [`MAX_CAPACITY`]).
     ///
     /// ```
     /// use leakgate::{KeyedLimiter, ManualClock, Quota};
@@ -122,10 +156,27 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn with_capacity_and_clock(quota: Quota, capacity: usize, clock: C) -> Self {
-        let capacity = capacity.clamp(64, 1 << 40).next_power_of_two();
-        // Enough shards that threads on different keys rarely meet, never fewer than 16 slots each.
-        let shards = (capacity / 16).min(64);
-        Self::with_layout(quota, shards, capacity / shards, clock)
+        let (shards, slots_per_shard) = capacity::layout(capacity);
+        Self::with_layout(quota, shards, slots_per_shard, clock)
+    }
+
+    /// As [`with_capacity_and_clock`](KeyedLimiter::with_capacity_and_clock), but a capacity
+    /// above [`MAX_CAPACITY`] is an error.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, ManualClock, Quota, MAX_CAPACITY};
+    /// let q = Quota::per_second(1)?;
+    /// let err = KeyedLimiter::<u64, _>::try_with_capacity_and_clock(q, MAX_CAPACITY + 1, ManualClock::new());
+    /// assert_eq!(err.unwrap_err().requested(), MAX_CAPACITY + 1);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn try_with_capacity_and_clock(
+        quota: Quota,
+        capacity: usize,
+        clock: C,
+    ) -> Result<Self, CapacityError> {
+        let (shards, slots_per_shard) = capacity::layout(capacity::at_most_max(capacity)?);
+        Ok(Self::with_layout(quota, shards, slots_per_shard, clock))
     }
 
     /// A table of exactly `shards * slots_per_shard` slots (both powers of two, at least 4 slots
@@ -138,132 +189,42 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
             rate,
             quota,
             clock,
-            overflow: CachePadded::new(AtomicU64::new(0)),
+            overflow: Overflow::new(OverflowPolicy::Deny),
         }
     }
 
-    /// Checks one unit for `key`: `check_n(key, 1)`.
+    /// This limiter with overflow policy `policy` (the default is [`OverflowPolicy::Deny`]); its
+    /// counts start again from zero.
     ///
     /// ```
-    /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
-    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(1)?, ManualClock::new());
-    /// assert!(keyed.check(&"10.0.0.1".parse::<std::net::IpAddr>().unwrap()).is_ok());
+    /// use leakgate::{KeyedLimiter, ManualClock, OverflowPolicy, Quota};
+    /// let keyed = KeyedLimiter::<u64, _>::with_clock(Quota::per_second(1)?, ManualClock::new())
+    ///     .with_overflow(OverflowPolicy::SharedBucket(Quota::per_second(100)?));
+    /// assert_eq!(keyed.overflow_policy(), OverflowPolicy::SharedBucket(Quota::per_second(100)?));
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
-    #[inline]
-    pub fn check<Q>(&self, key: &Q) -> Result<Admitted, Denied>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
-    {
-        self.check_n(key, 1)
+    pub fn with_overflow(mut self, policy: OverflowPolicy) -> Self {
+        self.overflow = Overflow::new(policy);
+        self
     }
+}
 
-    /// Checks a request of cost `n` for `key`, with exactly the meaning of
-    /// [`Limiter::check_n`](crate::Limiter::check_n). A peek (`n = 0`) and a cost above the burst
-    /// never insert a key.
+impl<K, C: Clock> KeyedLimiter<K, C> {
+    /// The overflow policy: what a new key that finds no room gets.
     ///
     /// ```
-    /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
-    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// assert_eq!(keyed.check_n(&7u64, 4).unwrap().remaining(), 6);
-    /// assert_eq!(keyed.check_n(&8u64, 0).unwrap().remaining(), 10);
-    /// assert_eq!(keyed.check_n(&7u64, 11).unwrap_err().retry_after(), None);
+    /// # use leakgate::{KeyedLimiter, OverflowPolicy, Quota};
+    /// let keyed = KeyedLimiter::<u64>::new(Quota::per_second(1)?);
+    /// assert_eq!(keyed.overflow_policy(), OverflowPolicy::Deny);
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
-    pub fn check_n<Q>(&self, key: &Q, n: u64) -> Result<Admitted, Denied>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
-    {
-        let now_ns = self.clock.now_ns();
-        let now = self.rate.units_at(now_ns);
-        let taken = self.take(key, now, now_ns, n, 0)?;
-        Ok(Admitted::from_units(taken.state.saturating_sub(now), self.rate.scale()))
+    pub fn overflow_policy(&self) -> OverflowPolicy {
+        self.overflow.policy
     }
 
-    /// Takes a request of cost `n` at `now` (units; `now_ns` its reading) from `key`'s bucket,
-    /// allowed to wait `max_wait` units (see [`bucket::take`]), inserting the key if it needs a
-    /// slot: the state left and the slot that holds it (`None` for an untracked key's peek).
-    pub(crate) fn take<Q>(
-        &self,
-        key: &Q,
-        now: u64,
-        now_ns: u64,
-        n: u64,
-        max_wait: u64,
-    ) -> Result<Taken<'_, K>, Denied>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
-    {
-        let hash = self.table.hash(key);
-        let mut insert = false;
-        loop {
-            let found = if insert {
-                self.table.find_or_insert(key, hash, now, millis(now_ns))
-            } else {
-                self.table.find(key, hash)
-            };
-            match found {
-                Some(found) => match self.take_from_slot(&found, now, now_ns, n, max_wait) {
-                    Ok(Ok(state)) => return Ok(Taken { state, slot: Some(found) }),
-                    Ok(Err(denied)) => return Err(denied),
-                    Err(Tat::Sealed) => insert = true,
-                    Err(_) => {}
-                },
-                // Not tracked: a bucket that takes nothing needs no slot.
-                None if n == 0 || n > self.quota.burst() || insert => {
-                    return self.untracked(n, insert).map(|()| Taken { state: 0, slot: None });
-                }
-                None => insert = true,
-            }
-        }
-    }
-
-    /// [`KeyedLimiter::take`] on a found slot, by the bucket protocol; why not, if the slot may no
-    /// longer hold the key.
-    #[inline]
-    fn take_from_slot(
-        &self,
-        found: &Found<'_, K>,
-        now: u64,
-        now_ns: u64,
-        n: u64,
-        max_wait: u64,
-    ) -> Result<Result<u64, Denied>, Tat> {
-        match bucket::take(found, &self.rate, now, n, max_wait)? {
-            Ok(state) => {
-                if n > 0 {
-                    found.group.mark_used(found.slot, millis(now_ns));
-                }
-                Ok(Ok(state))
-            }
-            Err(refused) => {
-                let backlog = refused.tat.saturating_sub(now);
-                Ok(Err(Denied::from_units(backlog, refused.why.wait(), self.rate.scale())))
-            }
-        }
-    }
-
-    /// The answer for a key the table does not hold: a peek sees an empty bucket, a cost above
-    /// the burst never conforms, and a key with no room (`overflowed`) is denied and counted.
-    #[cold]
-    fn untracked(&self, n: u64, overflowed: bool) -> Result<(), Denied> {
-        let scale = self.rate.scale();
-        if n == 0 {
-            Ok(())
-        } else if n > self.quota.burst() {
-            Err(Denied::from_units(0, None, scale))
-        } else {
-            debug_assert!(overflowed);
-            // Relaxed: a statistics counter.
-            self.overflow.fetch_add(1, Ordering::Relaxed);
-            Err(Denied::from_units(scale.tau(), Some(scale.interval()), scale))
-        }
-    }
-
-    /// How many new keys were denied because the table had no room for them.
+    /// How many requests of keys that found no room were denied: all of them under
+    /// [`OverflowPolicy::Deny`], those the shared bucket denied under
+    /// [`OverflowPolicy::SharedBucket`].
     ///
     /// ```
     /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
@@ -272,11 +233,23 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn overflow_denials(&self) -> u64 {
-        // Relaxed: a statistics counter.
-        self.overflow.load(Ordering::Relaxed)
+        self.overflow.denied()
     }
 
-    /// The most keys tracked at once.
+    /// How many requests of keys that found no room the shared overflow bucket admitted (always
+    /// 0 under [`OverflowPolicy::Deny`]).
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::<u64, _>::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// assert_eq!(keyed.overflow_admissions(), 0);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn overflow_admissions(&self) -> u64 {
+        self.overflow.admitted()
+    }
+
+    /// The most keys tracked at once: the table's slots.
     ///
     /// ```
     /// # use leakgate::{KeyedLimiter, Quota};
@@ -301,9 +274,13 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// The compiled rate every key's bucket follows.
-    #[allow(dead_code)] // for the all-or-nothing check of several buckets, being written
     pub(crate) fn rate(&self) -> &Rate {
         &self.rate
+    }
+
+    /// The table of buckets.
+    pub(crate) fn table(&self) -> &Table<K> {
+        &self.table
     }
 
     /// The clock this limiter reads.
@@ -331,6 +308,7 @@ impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
         f.debug_struct("KeyedLimiter")
             .field("quota", &self.quota)
             .field("capacity", &self.table.capacity())
+            .field("overflow", &self.overflow.policy)
             .finish_non_exhaustive()
     }
 }

@@ -1,79 +1,78 @@
-//! The keys of one group of slots: an immutable array, replaced whole when a slot gets a new key,
-//! and read without a lock.
+//! A page: a run of groups of one shard, allocated the first time a key needs one of them.
 //!
-//! In a real build this is an `arc_swap::ArcSwapOption`: a load takes a thread-local debt slot
-//! (no shared lock, no refcount traffic) and keeps the array alive while it is read.
-//!
-//! Loom cannot see arc-swap's std atomics, so under `cfg(loom)` the same cell is an append-only
-//! list of every array ever published (kept for the model's short life) and a loom atomic index
-//! to the current one. That keeps the publication edge that matters in the model: a thread that
-//! loads an array sees everything the publisher wrote before storing it, and nothing more.
+//! A table reserves only its list of pages up front; a page's groups (64 bytes each) and their
+//! side data (40 bytes each) are allocated when an insert first reaches the page, under the lock
+//! of the page's shard, and then live as long as the table. So a table made for far more keys than
+//! it ever sees costs memory for the pages its keys reach, never more than its capacity, and an
+//! allocation that fails is a page a key cannot use (like a full one), not an abort.
 
-use super::group::SLOTS;
-use std::sync::Arc;
+use super::group::{Group, Side};
+use crate::sync::SetOnce;
 
-/// A group's keys: slot `i`'s key at `i`. Slots not yet used hold a copy of a used slot's key,
-/// which is never compared (their tags are 0, see `Group`); slots are filled in order, so the
-/// first key is the one copied.
-pub(crate) type Keys<K> = [K; SLOTS];
+/// A page's groups and their side data, index for index.
+pub(crate) struct Page<K> {
+    groups: Vec<Group<K>>,
+    sides: Vec<Side>,
+    /// The table-wide index of the page's first group.
+    first: usize,
+}
 
-#[cfg(not(loom))]
-pub(crate) struct PageCell<K>(arc_swap::ArcSwapOption<Keys<K>>);
-
-#[cfg(not(loom))]
-impl<K> PageCell<K> {
-    pub(crate) fn empty() -> Self {
-        PageCell(arc_swap::ArcSwapOption::empty())
+impl<K> Page<K> {
+    /// A page of `groups` empty groups, the first at table-wide index `first`, or `None` if the
+    /// memory cannot be had.
+    fn try_new(groups: usize, first: usize) -> Option<Self> {
+        let mut lines = Vec::new();
+        lines.try_reserve_exact(groups).ok()?;
+        lines.extend((0..groups).map(|_| Group::new()));
+        let mut sides = Vec::new();
+        sides.try_reserve_exact(groups).ok()?;
+        sides.extend((0..groups).map(|_| Side::new()));
+        Some(Page { groups: lines, sides, first })
     }
 
-    /// Runs `f` on the current keys (`None` before the first insert), keeping them alive.
-    #[inline]
-    pub(crate) fn read<R>(&self, f: impl FnOnce(Option<&Keys<K>>) -> R) -> R {
-        f(self.0.load().as_deref())
+    /// A page of one group, for a bucket outside any table (the shared overflow bucket).
+    pub(crate) fn single() -> Self {
+        Page { groups: vec![Group::new()], sides: vec![Side::new()], first: 0 }
     }
 
-    /// Publishes `keys`; a reader that gets them also sees every write made before this call.
-    /// (arc-swap's store is `SeqCst`.)
-    pub(crate) fn publish(&self, keys: Keys<K>) {
-        self.0.store(Some(Arc::new(keys)));
+    /// Group `i` of the page (`i` below the page size): its line, all a lookup reads.
+    #[inline(always)]
+    pub(crate) fn line(&self, i: usize) -> &Group<K> {
+        &self.groups[i]
+    }
+
+    /// The table-wide index of group `i` of the page.
+    pub(crate) fn group_index(&self, i: usize) -> usize {
+        self.first + i
+    }
+
+    /// Group `i`'s side data, for cold paths.
+    pub(crate) fn side(&self, i: usize) -> &Side {
+        &self.sides[i]
     }
 }
 
-#[cfg(loom)]
-pub(crate) struct PageCell<K> {
-    /// 1 + the index of the current keys in `published`, or 0 before the first insert.
-    current: loom::sync::atomic::AtomicUsize,
-    /// Every array published so far. A std mutex, invisible to loom: it adds no ordering the real
-    /// build lacks, and no loom operation runs while it is held.
-    published: std::sync::Mutex<Vec<Arc<Keys<K>>>>,
-}
+/// A page that may not be allocated yet.
+pub(crate) struct LazyPage<K>(SetOnce<Page<K>>);
 
-#[cfg(loom)]
-impl<K> PageCell<K> {
-    pub(crate) fn empty() -> Self {
-        PageCell {
-            current: loom::sync::atomic::AtomicUsize::new(0),
-            published: std::sync::Mutex::new(Vec::new()),
+impl<K> LazyPage<K> {
+    pub(crate) fn new() -> Self {
+        LazyPage(SetOnce::new())
+    }
+
+    /// The page, if allocated: if not, none of its slots was ever used. Lock-free.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> Option<&Page<K>> {
+        self.0.get()
+    }
+
+    /// The page, allocated with `groups` groups (the first at table-wide index `first`) if it was
+    /// not; `None` if that allocation fails. The caller holds the lock of the page's shard, which
+    /// serialises allocations of the page.
+    pub(crate) fn get_or_alloc(&self, groups: usize, first: usize) -> Option<&Page<K>> {
+        match self.0.get() {
+            Some(page) => Some(page),
+            None => Some(self.0.set(Page::try_new(groups, first)?)),
         }
-    }
-
-    pub(crate) fn read<R>(&self, f: impl FnOnce(Option<&Keys<K>>) -> R) -> R {
-        // Acquire: the weakest ordering arc-swap's load provides.
-        let current = self.current.load(loom::sync::atomic::Ordering::Acquire);
-        let keys = current.checked_sub(1).map(|i| self.list()[i].clone());
-        f(keys.as_deref())
-    }
-
-    pub(crate) fn publish(&self, keys: Keys<K>) {
-        let mut list = self.list();
-        list.push(Arc::new(keys));
-        let current = list.len();
-        drop(list);
-        // Release: the weakest ordering arc-swap's store provides.
-        self.current.store(current, loom::sync::atomic::Ordering::Release);
-    }
-
-    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Keys<K>>>> {
-        self.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

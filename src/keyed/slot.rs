@@ -1,9 +1,133 @@
-//! A keyed slot as a bucket state word: the protocol of [`crate::bucket`] on a slot's `TAT`, with
-//! every value it reads checked to still belong to the key it found.
+//! [`Found`]: the handle through which a check (and any other reader or writer of a key's
+//! bucket) works on a slot's state word, and the hook for code that lowers it.
+//!
+//! See [`super::group`] for why a slot's word never serves two keys: the version check in
+//! [`Found::tat`], and the rule that a slot never holds a value twice across a change of key,
+//! which [`Found::note_lowering`] keeps true when a `TAT` is lowered.
 
-use super::group::{Found, Tat, SEALED};
+use super::group::{Group, SEALED};
+use super::page::Page;
 use crate::bucket::Word;
+use crate::sync::{fence, Ordering};
 
+/// A slot whose key matched, with the group version read before its keys were: the handle a
+/// check (and any other reader or writer of the key's bucket) works through.
+pub(crate) struct Found<'g, K> {
+    /// The slot's group: its line.
+    group: &'g Group<K>,
+    /// The group's page and index there, where its side data is (read on cold paths only).
+    page: &'g Page<K>,
+    index: usize,
+    slot: usize,
+    version: u32,
+}
+
+impl<K> Clone for Found<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Found<'_, K> {}
+
+/// What a reader of a slot's `TAT` learns.
+pub(crate) enum Tat {
+    /// The slot's current `TAT`, and still the found key's.
+    Current(u64),
+    /// Another key was given a slot of the group meanwhile: look again.
+    Moved,
+    /// The slot is being given to another key, its key being idle: look again under the lock,
+    /// which waits for that to finish.
+    Sealed,
+}
+
+impl<'g, K> Found<'g, K> {
+    /// The slot's `TAT` as one CAS loop's step sees it: the value the last CAS failed on (`seen`),
+    /// or a fresh load, if the slot still holds the found key.
+    #[inline]
+    pub(crate) fn tat(&self, seen: Option<u64>) -> Tat {
+        // Acquire: a value written when the slot got a new key comes after that key's version
+        // bump, so the version read below sees the bump.
+        let tat = seen.unwrap_or_else(|| self.group.tats[self.slot].load(Ordering::Acquire));
+        // Relaxed: ordered after the Acquire load (or Acquire CAS failure) that produced `tat`.
+        if tat == SEALED {
+            Tat::Sealed
+        } else if self.group.version.load(Ordering::Relaxed) != self.version {
+            Tat::Moved
+        } else {
+            Tat::Current(tat)
+        }
+    }
+
+    /// CAS of the slot's `TAT` from `current` (the found key's, as [`Found::tat`] returned it) to
+    /// `new`, which must not be [`SEALED`]. On failure, the value found.
+    ///
+    /// Raising the word (an admission, or recording a time in an idle bucket) needs nothing
+    /// more. Raise through this CAS rather than a blind `fetch_max`: a `fetch_max` that lands
+    /// while the slot is sealed is lost if the reclaim then backs out (see
+    /// [`Group::reclaim`](super::group::Group::reclaim)), where this CAS reports the seal. To
+    /// *lower* the word (from `current` to a smaller `new`), call
+    /// [`Found::note_lowering`]`(current)` first.
+    #[inline]
+    pub(crate) fn cas_tat(&self, current: u64, new: u64) -> Result<(), u64> {
+        debug_assert_ne!(new, SEALED);
+        // Relaxed on success: the word is the bucket's whole state, nothing else is published
+        // with it (a lowering's high-water is carried by `note_lowering`'s fence). Acquire on
+        // failure: the value found is read as `Found::tat` reads it.
+        self.group.tats[self.slot]
+            .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Acquire)
+            .map(drop)
+    }
+
+    /// The hook for code that lowers a slot's `TAT`: call it with the value the lowering CAS will
+    /// replace (`from`), before that CAS, every time. It keeps the slot from changing key until
+    /// the clock is past `from`, and makes its next key start above `from`, so a check that read
+    /// `from` (or anything below it) before the lowering can never CAS into another key's bucket.
+    /// See the module notes. Costs one `fetch_max` on a line checks never read; the lowering CAS
+    /// after it may be `Relaxed`.
+    ///
+    /// What the argument needs of the lowering itself: it goes from `from` down to no lower than
+    /// the `TAT` the undone charge was computed against (`max(TAT, now)` at that charge), so a
+    /// key's values never fall below its first. A handle whose slot has changed key since it was
+    /// found is harmless here: its `from` lies below the new key's first value, so the high-water
+    /// it raises changes nothing and its CAS fails.
+    #[inline]
+    pub(crate) fn note_lowering(&self, from: u64) {
+        // Relaxed, then a Release fence: the fence orders this write before the lowering CAS that
+        // follows (at any ordering), so a reclaimer whose seal (Acquire) reads the lowered value,
+        // or a later value of the same word, also reads this high-water.
+        self.page.side(self.index).lowered[self.slot].fetch_max(from, Ordering::Relaxed);
+        fence(Ordering::Release);
+    }
+
+    /// Records an admission at `now_ms` for snapshots.
+    #[inline]
+    pub(crate) fn mark_used(&self, now_ms: u32) {
+        // Relaxed: a statistic, read on its own.
+        self.group.used[self.slot].store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Where the slot is, table-wide, and the version it was found at: what a reservation keeps
+    /// to find it again ([`Table::found_at`](super::table::Table::found_at)).
+    pub(crate) fn locator(&self) -> (usize, usize, u32) {
+        (self.page.group_index(self.index), self.slot, self.version)
+    }
+
+    /// Whether the slot is being given to another key right now.
+    pub(crate) fn is_sealed(&self) -> bool {
+        // Acquire: as in `Found::tat`.
+        self.group.tats[self.slot].load(Ordering::Acquire) == SEALED
+    }
+
+    /// The handle on slot `slot` of group `index` of `page`, found at group version `version`.
+    #[inline(always)]
+    pub(super) fn new(page: &'g Page<K>, index: usize, slot: usize, version: u32) -> Self {
+        Found { group: page.line(index), page, index, slot, version }
+    }
+}
+
+/// A slot as a bucket state word: the protocol of [`crate::bucket`] on its `TAT`, with every value
+/// it reads checked to still belong to the key it found.
 impl<K> Word for Found<'_, K> {
     /// The slot was given to another key (`Moved`) or is being given (`Sealed`).
     type Gone = Tat;
@@ -14,19 +138,27 @@ impl<K> Word for Found<'_, K> {
 
     #[inline]
     fn load(&self) -> Result<u64, Tat> {
-        current(self.group.tat(self.slot, self.version, None))
+        current(self.tat(None))
     }
 
     #[inline]
     fn compare_exchange(&self, current_tat: u64, new: u64) -> Result<(), Result<u64, Tat>> {
-        self.group
-            .cas_tat(self.slot, current_tat, new)
-            .map_err(|found| current(self.group.tat(self.slot, self.version, Some(found))))
+        self.cas_tat(current_tat, new).map_err(|found| current(self.tat(Some(found))))
     }
 
-    #[inline]
+    /// Through the CAS, not a blind `fetch_max` (see [`Found::cas_tat`]); stops if the slot
+    /// changes key.
     fn raise_to(&self, now: u64) {
-        self.group.raise_tat(self.slot, now);
+        let mut seen = None;
+        while let Tat::Current(tat) = self.tat(seen) {
+            if tat >= now {
+                return;
+            }
+            match self.cas_tat(tat, now) {
+                Ok(()) => return,
+                Err(found) => seen = Some(found),
+            }
+        }
     }
 
     #[inline]
@@ -34,9 +166,16 @@ impl<K> Word for Found<'_, K> {
         None
     }
 
-    #[inline]
+    /// Calls the lowering hook first, then one strong CAS (a weak one retried while it fails
+    /// spuriously).
     fn lower(&self, from: u64, to: u64) -> Result<(), u64> {
-        self.group.lower_tat(self.slot, from, to)
+        self.note_lowering(from);
+        loop {
+            match self.cas_tat(from, to) {
+                Err(found) if found == from => continue,
+                done => return done,
+            }
+        }
     }
 }
 

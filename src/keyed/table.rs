@@ -1,64 +1,128 @@
-//! The bounded table behind [`KeyedLimiter`](crate::KeyedLimiter): cache-padded shards of
-//! fixed-size, open-addressed groups of four buckets.
+//! The bounded table behind [`KeyedLimiter`](crate::KeyedLimiter): shards of open-addressed groups
+//! of four buckets, in lazily allocated pages.
 //!
 //! # Implementation details
 //!
-//! A key may live in a window of [`WINDOW`] consecutive groups of its shard, from its hash.
-//! Lookups are lock-free (see [`Group`] for how a slot's state and its key stay paired). Only
-//! giving a key a slot takes the shard's lock, for that insert only; all inserts into a shard are
-//! serialised by it, so one key is never inserted twice.
+//! **Where a key may be.** A key's hash picks its *home* shard (low bits) and a start group in it
+//! (the next bits). From there the key's *probe sequence* runs through every group of the table:
+//! the groups of its home shard from the start group on (wrapping), then the same positions in
+//! each following shard. The first [`WINDOW`] positions are the key's *window*: a key is placed in
+//! its window whenever there is room there, and a lookup of a key in its window costs what it
+//! always did. Past the window, a key is placed only when every slot of its window holds a busy
+//! bucket; the start group's [`Side::reach`](super::group::Side) records how far such keys went,
+//! so lookups of missing keys stop there.
 //!
-//! Slots are used in order and never emptied, so a lookup stops at the first group of the window
-//! that has an unused slot: a key inserted earlier would have taken it. An insert takes that
-//! unused slot, or else reclaims the first *idle* slot of the window: one whose bucket is empty
-//! (`TAT` before now), indistinguishable from a new one, so reusing it changes no decision.
+//! **Why lookups may stop early.** Slots are used in order and never emptied, and a key is placed
+//! in the first unused slot or an idle slot before it, so a lookup stops at the first group of the
+//! sequence that has an unused slot (or an unallocated page, which has only unused ones): a key
+//! placed earlier would sit before it. Lookups are lock-free (see [`super::group`] for how a slot's
+//! state and its key stay paired).
+//!
+//! **Locks.** Every write to a group happens under the lock of the group's shard, and every insert
+//! of a key holds its home shard's lock, so one key is never inserted twice and a search for it
+//! under that lock is exact. An insert past the window writes to other shards: it takes the
+//! table's *spill* lock first, then its home lock, then each other shard's lock in turn; inserts
+//! within a window hold one lock at a time, so no cycle can form.
+//!
+//! **Forgotten keys.** A slot changes key only when its bucket is empty (see
+//! [`Group::idle_tat`]); its key is then forgotten. Every new bucket starts at or above the
+//! latest time the table used to judge a slot idle, so a key that comes back, even through a
+//! thread that read the clock before its bucket was forgotten, or after the clock went back, is
+//! never given more than the bucket it lost would have given it.
 
-use super::group::{tag_of, Found, Group, SLOTS};
+use super::group::{tag_of, Group, Side, SLOTS};
 use super::hasher::RandomSeed;
-use crate::sync::Mutex;
+use super::page::{LazyPage, Page};
+use super::slot::Found;
+use crate::sync::{self, AtomicU64, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 
-/// How many groups (of [`SLOTS`] slots) a key may be looked for in, from its hash.
+/// How many groups (of [`SLOTS`] slots) form a key's window, from its hash.
 pub(crate) const WINDOW: usize = 16;
 
-struct Shard<K> {
-    groups: Box<[Group<K>]>,
-    /// Held only while giving a slot to a key in this shard; never by a lookup.
-    inserting: Mutex<()>,
-}
+/// Pages hold at least this many groups (512 KiB of lines, 832 KiB with their side data), or a
+/// whole shard if it is smaller: so tables of up to 2^21 slots have one page per shard, and the
+/// list of pages a lookup reads stays as small as a list of shards (64 entries).
+const MIN_PAGE_GROUPS: usize = 8192;
+
+/// A table has at most 2^16 pages, so its list of pages stays small however large its capacity.
+const MAX_PAGES_LOG2: u32 = 16;
 
 pub(crate) struct Table<K> {
-    shards: Box<[CachePadded<Shard<K>>]>,
-    shard_mask: u64,
+    /// Group `g` of shard `s` is group `(s << shard_shift | g) & page_mask` of page
+    /// `(s << shard_shift | g) >> page_shift`.
+    pages: Box<[LazyPage<K>]>,
+    page_shift: u32,
+    page_mask: usize,
+    shard_mask: usize,
+    /// log2 of the groups per shard.
+    shard_shift: u32,
     group_mask: usize,
+    /// Groups in a window: [`WINDOW`], or fewer in a shard that small.
+    window: usize,
     hasher: RandomSeed,
+    /// One lock per shard: held only while giving a slot of the shard to a key, never by a
+    /// lookup.
+    pub(super) shards: Box<[CachePadded<Mutex<()>>]>,
+    /// Held by an insert that places a key past its window, before any shard lock.
+    pub(super) spill: Mutex<()>,
+    /// Written by inserts only; alone on their line so they never slow lookups.
+    pub(super) marks: CachePadded<Marks>,
 }
 
-/// Where an insert may put a key: the first unused slot of its window, else idle ones.
-enum Room {
-    Unused(usize, usize),
-    Idle(Vec<(usize, usize, u64)>),
+pub(super) struct Marks {
+    /// The latest time (rate units) at which a slot was judged idle and its key forgotten, or a
+    /// request the table holds no bucket for (a peek) was decided. Every
+    /// new bucket starts at or above it. Only grows.
+    pub(super) idle: AtomicU64,
+    /// No slot of the table can be idle before this time (rate units; 0: no such bound): when
+    /// the whole table was last searched for room, every slot was used and busy until at least
+    /// this time minus one, and a slot's `busy_until` never decreases. New keys before it are
+    /// refused without a search. Only grows.
+    pub(super) no_room_before: AtomicU64,
 }
 
-impl<K: Hash + Eq + Clone> Table<K> {
+impl<K> Table<K> {
     /// A table of `shards` shards of `slots_per_shard` slots; both powers of two, and
-    /// `slots_per_shard` at least [`SLOTS`].
+    /// `slots_per_shard` at least [`SLOTS`]. Allocates only the list of pages.
     pub(crate) fn new(shards: usize, slots_per_shard: usize) -> Self {
         assert!(shards.is_power_of_two() && slots_per_shard.is_power_of_two());
         assert!(slots_per_shard >= SLOTS, "a shard holds at least one group");
-        let groups = slots_per_shard / SLOTS;
-        let shard = || Shard {
-            groups: (0..groups).map(|_| Group::new()).collect(),
-            inserting: Mutex::new(()),
-        };
+        let groups_per_shard = slots_per_shard / SLOTS;
+        let groups = shards * groups_per_shard;
+        let page_groups = (groups >> MAX_PAGES_LOG2).max(MIN_PAGE_GROUPS).min(groups_per_shard);
         Table {
-            shards: (0..shards).map(|_| CachePadded::new(shard())).collect(),
-            shard_mask: shards as u64 - 1,
-            group_mask: groups - 1,
+            pages: (0..groups / page_groups).map(|_| LazyPage::new()).collect(),
+            page_shift: page_groups.trailing_zeros(),
+            page_mask: page_groups - 1,
+            shard_mask: shards - 1,
+            shard_shift: groups_per_shard.trailing_zeros(),
+            group_mask: groups_per_shard - 1,
+            window: WINDOW.min(groups_per_shard),
             hasher: RandomSeed::new(),
+            shards: (0..shards).map(|_| CachePadded::new(Mutex::new(()))).collect(),
+            spill: Mutex::new(()),
+            marks: CachePadded::new(Marks {
+                idle: AtomicU64::new(0),
+                no_room_before: AtomicU64::new(0),
+            }),
         }
+    }
+
+    /// Slots in all.
+    pub(crate) fn capacity(&self) -> usize {
+        self.positions() * SLOTS
+    }
+
+    /// Groups in all: the length of every probe sequence.
+    pub(super) fn positions(&self) -> usize {
+        (self.shard_mask + 1) << self.shard_shift
+    }
+
+    pub(super) fn window(&self) -> usize {
+        self.window
     }
 
     #[inline]
@@ -66,16 +130,90 @@ impl<K: Hash + Eq + Clone> Table<K> {
         self.hasher.hash_one(key)
     }
 
-    /// The shard a hash belongs to (its low bits) and the groups of its window (the next bits),
-    /// in order.
+    /// A hash's home shard.
     #[inline]
-    fn window(&self, hash: u64) -> (&Shard<K>, impl Iterator<Item = usize> + '_) {
-        let shard = &self.shards[(hash & self.shard_mask) as usize];
-        let start = (hash >> 16) as usize;
-        let len = WINDOW.min(self.group_mask + 1);
-        (shard, (0..len).map(move |i| (start + i) & self.group_mask))
+    pub(crate) fn home(&self, hash: u64) -> usize {
+        hash as usize & self.shard_mask
     }
 
+    /// The shard of the group at global index `gi`.
+    pub(super) fn shard_of(&self, gi: usize) -> usize {
+        gi >> self.shard_shift
+    }
+
+    /// The end of the run of positions, from `p`, that lie in one shard.
+    pub(super) fn shard_run_end(&self, p: usize) -> usize {
+        ((p >> self.shard_shift) + 1) << self.shard_shift
+    }
+
+    /// The global index of the group at position `p` of `hash`'s probe sequence.
+    #[inline(always)]
+    pub(super) fn position(&self, hash: u64, p: usize) -> usize {
+        let shard = (self.home(hash) + (p >> self.shard_shift)) & self.shard_mask;
+        let start = (hash >> 16) as usize;
+        shard << self.shard_shift | (start.wrapping_add(p) & self.group_mask)
+    }
+
+    /// The group at global index `gi`; `None` if its page was never allocated (so none of its
+    /// slots was ever used).
+    #[inline(always)]
+    pub(super) fn at(&self, gi: usize) -> Option<At<'_, K>> {
+        let page = self.pages[gi >> self.page_shift].get()?;
+        Some(At { page, index: gi & self.page_mask })
+    }
+
+    /// The slot `slot` of group `gi`, as a handle found at version `version` (where a reservation
+    /// left it): `None` if its page was never allocated.
+    pub(crate) fn found_at(&self, gi: usize, slot: usize, version: u32) -> Option<Found<'_, K>> {
+        self.at(gi).map(|at| at.found(slot, version))
+    }
+
+    /// As [`Table::at`], allocating the group's page if needed; `None` if that fails. The caller
+    /// holds the lock of the group's shard.
+    pub(super) fn at_or_alloc(&self, gi: usize) -> Option<At<'_, K>> {
+        let first = gi & !self.page_mask;
+        let page = self.pages[gi >> self.page_shift].get_or_alloc(self.page_mask + 1, first)?;
+        Some(At { page, index: gi & self.page_mask })
+    }
+
+    /// How far past the window keys of `hash`'s window were placed: the probe sequence a search
+    /// must cover (at least the window).
+    pub(super) fn reach(&self, hash: u64) -> usize {
+        // Acquire: pairs with the Release raise in the insert path (not needed for exactness,
+        // which the home lock gives; it makes a raise seen imply the insert before it is).
+        let reach = self
+            .at(self.position(hash, 0))
+            .map_or(0, |at| at.side().reach.load(Ordering::Acquire) as usize);
+        reach.max(self.window)
+    }
+
+    /// Every tracked key with its `TAT` and last use, without blocking checks: a group that
+    /// changes key while read is read again (under its shard's lock after a few tries, which
+    /// holds up inserts only).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(K, u64, u32))
+    where
+        K: Clone,
+    {
+        let allocated =
+            (self.pages.iter().enumerate()).filter_map(|(i, page)| Some((i, page.get()?)));
+        let page_groups = self.page_mask + 1;
+        let groups = allocated.flat_map(|(i, page)| {
+            (0..page_groups).map(move |j| (i * page_groups + j, page.line(j)))
+        });
+        for (gi, group) in groups {
+            let slots = (0..3).find_map(|_| group.read_all()).unwrap_or_else(|| {
+                let _shard = sync::lock(&self.shards[self.shard_of(gi)]);
+                // Under the lock no slot of the group changes key, so this read succeeds.
+                group.read_all().unwrap_or_default()
+            });
+            for (key, tat, used) in slots {
+                f(key, tat, used);
+            }
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> Table<K> {
     /// The slot holding `key`, if the table tracks it. Lock-free.
     ///
     /// Always inlined into the check: at a million keys a check waits on two cache misses (the
@@ -88,91 +226,72 @@ impl<K: Hash + Eq + Clone> Table<K> {
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
-        let (shard, window) = self.window(hash);
         let tag = tag_of(hash);
-        for g in window {
-            match shard.groups[g].find(key, tag) {
-                (Some(found), _) => return Some(found),
+        // The window lies in the home shard: `position(hash, p)` for `p < window`.
+        let base = self.home(hash) << self.shard_shift;
+        let start = (hash >> 16) as usize;
+        for p in 0..self.window {
+            let at = self.at(base | (start.wrapping_add(p) & self.group_mask))?;
+            match at.line().find(key, tag) {
+                (Some((slot, version)), _) => return Some(at.found(slot, version)),
+                (None, true) => return None,
+                (None, false) => {}
+            }
+        }
+        self.find_past_window(key, hash)
+    }
+
+    /// The rest of [`Table::find`], for a key whose window has no unused slot: the probe sequence
+    /// up to its window's reach. Kept out of line so the lookup path stays short.
+    #[cold]
+    #[inline(never)]
+    fn find_past_window<Q>(&self, key: &Q, hash: u64) -> Option<Found<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let tag = tag_of(hash);
+        for p in self.window..self.reach(hash) {
+            let at = self.at(self.position(hash, p))?;
+            match at.line().find(key, tag) {
+                (Some((slot, version)), _) => return Some(at.found(slot, version)),
                 (None, true) => return None,
                 (None, false) => {}
             }
         }
         None
     }
+}
 
-    /// Finds `key` or gives it a slot, under the shard's lock; `None` when every slot of its
-    /// window holds a bucket that is not empty at `now` (the table is full there). Kept out of
-    /// line: inlined, it doubles the size of the lookup path around it, which runs slower for it
-    /// (see `find`).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn find_or_insert<Q>(
-        &self,
-        key: &Q,
-        hash: u64,
-        now: u64,
-        now_ms: u32,
-    ) -> Option<Found<'_, K>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
-    {
-        let (shard, window) = self.window(hash);
-        let _inserting = shard.inserting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Under the lock no slot changes key, so this search is exact.
-        if let Some(found) = self.find(key, hash) {
-            return Some(found);
-        }
-        let tag = tag_of(hash);
-        let room = Self::room(shard, window, now);
-        match room {
-            Room::Unused(g, slot) => Some(shard.groups[g].fill(slot, key.to_owned(), tag, now_ms)),
-            Room::Idle(idle) => idle.into_iter().find_map(|(g, slot, idle_tat)| {
-                shard.groups[g].reclaim(slot, idle_tat, key.to_owned(), tag, now_ms)
-            }),
-        }
-    }
+/// A group of a table: its page and its index there.
+pub(super) struct At<'t, K> {
+    page: &'t Page<K>,
+    index: usize,
+}
 
-    /// Where a new key may go in `window`: the first unused slot, else the idle ones in order.
-    fn room(shard: &Shard<K>, window: impl Iterator<Item = usize>, now: u64) -> Room {
-        let mut idle = Vec::new();
-        for g in window {
-            let group = &shard.groups[g];
-            for (slot, &tag) in group.tags_locked().iter().enumerate() {
-                if tag == 0 {
-                    return Room::Unused(g, slot);
-                }
-                if let Some(idle_tat) = group.is_idle(slot, now) {
-                    idle.push((g, slot, idle_tat));
-                }
-            }
-        }
-        Room::Idle(idle)
-    }
-
-    /// Every tracked key with its `TAT` and last use, without blocking checks: a group that
-    /// changes key while read is read again (under its shard's lock after a few tries, which
-    /// holds up inserts only).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(K, u64, u32)) {
-        for shard in self.shards.iter() {
-            for group in shard.groups.iter() {
-                let slots = (0..3).find_map(|_| group.read_all()).unwrap_or_else(|| {
-                    let _inserting =
-                        shard.inserting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                    // Under the lock no slot changes key, so this read always succeeds.
-                    group.read_all().unwrap_or_default()
-                });
-                for (key, tat, used) in slots {
-                    f(key, tat, used);
-                }
-            }
-        }
+impl<K> Clone for At<'_, K> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
 
-impl<K> Table<K> {
-    /// Slots in all.
-    pub(crate) fn capacity(&self) -> usize {
-        self.shards.len() * (self.group_mask + 1) * SLOTS
+impl<K> Copy for At<'_, K> {}
+
+impl<'t, K> At<'t, K> {
+    /// The group's line.
+    #[inline(always)]
+    pub(super) fn line(self) -> &'t Group<K> {
+        self.page.line(self.index)
+    }
+
+    /// The group's side data.
+    pub(super) fn side(self) -> &'t Side {
+        self.page.side(self.index)
+    }
+
+    /// The handle on slot `slot` of the group, found at group version `version`.
+    #[inline(always)]
+    pub(super) fn found(self, slot: usize, version: u32) -> Found<'t, K> {
+        Found::new(self.page, self.index, slot, version)
     }
 }

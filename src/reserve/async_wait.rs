@@ -3,9 +3,12 @@
 
 use crate::clock::Clock;
 use crate::decision::Denied;
+use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use crate::reserve::Reservation;
+use std::borrow::Borrow;
 use std::future::Future;
+use std::hash::Hash;
 use std::time::Duration;
 
 /// Holds a reservation while its wait is pending, and cancels it if dropped before
@@ -130,6 +133,81 @@ impl<C: Clock> Limiter<C> {
         max_wait: Duration,
     ) -> impl Future<Output = Result<(), Denied>> + Send + '_ {
         wait_for(self.reserve_n(n, max_wait))
+    }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
+    /// Waits asynchronously for one unit of `key`: `until_ready_n(key, 1)`.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, Quota};
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # rt.block_on(async {
+    /// let keyed = KeyedLimiter::new(Quota::per_second(1000)?.with_burst(1)?);
+    /// keyed.until_ready("alice").await?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn until_ready<Q>(&self, key: &Q) -> impl Future<Output = Result<(), Denied>> + Send + '_
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        self.until_ready_n(key, 1)
+    }
+
+    /// Waits asynchronously until `n` units of `key` may go, and takes them: exactly
+    /// [`Limiter::until_ready_n`] for the key's bucket (the place is taken at the call; a future
+    /// dropped before its time gives it back by the cancel rule).
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, Quota};
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # rt.block_on(async {
+    /// let keyed = KeyedLimiter::new(Quota::per_second(1000)?.with_burst(1)?);
+    /// keyed.until_ready_n(&42u64, 1).await?;
+    /// keyed.until_ready_n(&42u64, 1).await?; // about 1 ms later
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn until_ready_n<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+    ) -> impl Future<Output = Result<(), Denied>> + Send + '_
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        self.until_ready_n_timeout(key, n, Duration::MAX)
+    }
+
+    /// As [`until_ready_n`](KeyedLimiter::until_ready_n), but denied at once, taking nothing, when
+    /// the units cannot be had within `max_wait`.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, Quota};
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # rt.block_on(async {
+    /// let keyed = KeyedLimiter::new(Quota::per_hour(1)?);
+    /// keyed.until_ready_n_timeout("alice", 1, std::time::Duration::ZERO).await?;
+    /// let later = keyed.until_ready_n_timeout("alice", 1, std::time::Duration::from_secs(1));
+    /// assert!(later.await.is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn until_ready_n_timeout<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<(), Denied>> + Send + '_
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        wait_for(self.reserve_n(key, n, max_wait))
     }
 }
 

@@ -103,15 +103,29 @@ pub(crate) struct Place {
     pub(crate) tat_after: u64,
     /// When it may go, in units since the clock's origin: `max(TAT_r - tau, now)`.
     pub(crate) ready_at: u64,
+    /// Where its bucket is, for a lane that keeps many (a keyed limiter's slot: table-wide
+    /// group index, slot, version); `None` for a limiter's one bucket, or a place of cost 0.
+    pub(crate) slot: Option<(usize, usize, u32)>,
 }
 
 impl Place {
     /// The place of a request of cost `n` granted at `now` that left the state at `tat_after`.
     pub(crate) fn granted(rate: &Rate, now: u64, n: u64, tat_after: u64) -> Place {
+        Place::granted_in(rate, now, n, tat_after, None)
+    }
+
+    /// As [`Place::granted`], in the bucket at `slot` of a lane that keeps many.
+    pub(crate) fn granted_in(
+        rate: &Rate,
+        now: u64,
+        n: u64,
+        tat_after: u64,
+        slot: Option<(usize, usize, u32)>,
+    ) -> Place {
         let cost = if n == 0 { 0 } else { rate.cost(n) };
         let ready_at =
             if n == 0 { now } else { tat_after.saturating_sub(rate.scale().tau()).max(now) };
-        Place { cost, tat_after, ready_at }
+        Place { cost, tat_after, ready_at, slot }
     }
 }
 

@@ -1,0 +1,80 @@
+//! How many keys a [`KeyedLimiter`](crate::KeyedLimiter) holds, how its table is laid out for
+//! that, and the error for a capacity it cannot have.
+
+use std::fmt;
+
+/// The default number of keys a [`KeyedLimiter`](crate::KeyedLimiter) holds at once: 2^18 =
+/// 262,144.
+pub const DEFAULT_CAPACITY: usize = 1 << 18;
+
+/// The largest capacity a [`KeyedLimiter`](crate::KeyedLimiter) can have: 2^30 keys (about a
+/// billion; some 40 GB of memory once every slot is in use).
+///
+/// ```
+/// use leakgate::{KeyedLimiter, Quota, MAX_CAPACITY};
+/// let q = Quota::per_second(1)?;
+/// assert!(KeyedLimiter::<u64>::try_with_capacity(q, MAX_CAPACITY).is_ok());
+/// assert!(KeyedLimiter::<u64>::try_with_capacity(q, MAX_CAPACITY + 1).is_err());
+/// # Ok::<(), leakgate::QuotaError>(())
+/// ```
+pub const MAX_CAPACITY: usize = 1 << 30;
+
+/// The capacity asked of [`KeyedLimiter::try_with_capacity`](crate::KeyedLimiter::try_with_capacity)
+/// is above [`MAX_CAPACITY`].
+///
+/// ```
+/// use leakgate::{KeyedLimiter, Quota};
+/// let err = KeyedLimiter::<u64>::try_with_capacity(Quota::per_second(1)?, usize::MAX).unwrap_err();
+/// assert_eq!(err.requested(), usize::MAX);
+/// println!("{err}");
+/// # Ok::<(), leakgate::QuotaError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapacityError {
+    requested: usize,
+}
+
+impl CapacityError {
+    /// The capacity that was asked for.
+    ///
+    /// ```
+    /// # use leakgate::{KeyedLimiter, Quota};
+    /// let err = KeyedLimiter::<u64>::try_with_capacity(Quota::per_second(1)?, 1 << 40).unwrap_err();
+    /// assert_eq!(err.requested(), 1 << 40);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn requested(&self) -> usize {
+        self.requested
+    }
+}
+
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a keyed limiter holds at most {MAX_CAPACITY} keys, but a capacity of {} was asked for",
+            self.requested
+        )
+    }
+}
+
+impl std::error::Error for CapacityError {}
+
+/// `capacity`, or an error above [`MAX_CAPACITY`].
+pub(crate) fn at_most_max(capacity: usize) -> Result<usize, CapacityError> {
+    if capacity > MAX_CAPACITY {
+        Err(CapacityError { requested: capacity })
+    } else {
+        Ok(capacity)
+    }
+}
+
+/// The table for `capacity` keys: `(shards, slots per shard)`, with `shards * slots per shard`
+/// the capacity rounded up to a power of two, at least 64 and at most [`MAX_CAPACITY`].
+pub(crate) fn layout(capacity: usize) -> (usize, usize) {
+    let slots = capacity.clamp(64, MAX_CAPACITY).next_power_of_two();
+    // Enough shards that threads inserting different keys rarely meet, never fewer than 16
+    // slots each.
+    let shards = (slots / 16).min(64);
+    (shards, slots / shards)
+}

@@ -1,0 +1,268 @@
+//! Giving a key a slot: in its window under its home shard's lock, or past its window under the
+//! spill lock (see [`super::table`] for the layout and the lock order).
+//!
+//! # What a new key costs
+//!
+//! In its window: a search of the window, one allocation (the group's new array of keys), and a
+//! clone of each key of the group. Past its window, on top of that: a search of the probe sequence
+//! up to the first slot with room, taking each shard's lock on the way, while holding the table's
+//! spill lock; so at most one key at a time is placed past its window. When that search finds no
+//! room anywhere, it records the earliest time any slot can become idle, and new keys refused
+//! before then are refused after searching their window only.
+//!
+//! With hashes that spread keys (the table's hasher is seeded at random per table, so a key
+//! stream cannot be aimed), keys go past their window only when the table is more than about 60%
+//! full. With degenerate hashes (a `Hash` that writes the same bytes for many keys) all those keys
+//! share one probe sequence: the table still holds its capacity, but a lookup or insert of such a
+//! key walks that sequence, up to every group of the table (a scan of `capacity / 4` lines).
+
+use super::group::{tag_of, Group, NewKey, SEALED, SLOTS};
+use super::slot::Found;
+use super::table::{At, Table};
+use crate::sync::{self, Ordering};
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+/// A key that needs a slot, and when.
+struct Arrival<'q, Q: ?Sized> {
+    key: &'q Q,
+    hash: u64,
+    /// The clock in the rate's units: what idleness is judged against.
+    now: u64,
+    /// The clock in whole milliseconds (wrapping), for snapshots.
+    now_ms: u32,
+}
+
+/// What an insert attempt under the home lock ends with.
+enum Step<'t, K> {
+    /// The key's slot, or `None`: there is no room for it.
+    Done(Option<Found<'t, K>>),
+    /// The key's slot in this shard is being given to another key (the key is idle): wait for
+    /// that shard's insert to finish, then try again.
+    WaitFor(usize),
+}
+
+/// What an exact search under the home lock finds.
+enum Search<'t, K> {
+    Found(Found<'t, K>),
+    /// Found in a slot being given to another key, in this shard.
+    Sealed(usize),
+    Missing,
+}
+
+impl<K: Hash + Eq + Clone> Table<K> {
+    /// Finds `key` or gives it a slot; `None` when every slot the key may use holds a busy bucket
+    /// at `now` (or a page it needs cannot be allocated). Kept out of line: inlined, it doubles
+    /// the size of the lookup path around it, which runs slower for it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn find_or_insert<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        now: u64,
+        now_ms: u32,
+    ) -> Option<Found<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let new = Arrival { key, hash, now, now_ms };
+        let home = &self.shards[self.home(hash)];
+        loop {
+            let step = {
+                let _home = sync::lock(home);
+                self.insert_in_window(&new)
+            };
+            let step = match step {
+                Some(step) => step,
+                None => {
+                    let _spill = sync::lock(&self.spill);
+                    let _home = sync::lock(home);
+                    // The window may have changed while no lock was held: look again first.
+                    self.insert_in_window(&new).unwrap_or_else(|| self.insert_past_window(&new))
+                }
+            };
+            match step {
+                Step::Done(found) => return found,
+                Step::WaitFor(shard) => drop(sync::lock(&self.shards[shard])),
+            }
+        }
+    }
+
+    /// Under the home lock: the key if tracked, else a slot in its window (the first unused one,
+    /// else an idle one); `None` if the window has no room and the key may go past it.
+    fn insert_in_window<Q>(&self, new: &Arrival<'_, Q>) -> Option<Step<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        match self.search_locked(new.key, new.hash) {
+            Search::Found(found) => return Some(Step::Done(Some(found))),
+            Search::Sealed(shard) => return Some(Step::WaitFor(shard)),
+            Search::Missing => {}
+        }
+        let mut idle = Vec::new();
+        for p in 0..self.window() {
+            let gi = self.position(new.hash, p);
+            // A page that cannot be allocated ends the search: a lookup stops there too.
+            let Some(at) = self.at_or_alloc(gi) else {
+                return Some(Step::Done(None));
+            };
+            let (group, side) = (at.line(), at.side());
+            if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
+                let version = group.fill(slot, self.new_key(new, group, slot), self.opening());
+                return Some(Step::Done(Some(at.found(slot, version))));
+            }
+            idle.extend((0..SLOTS).filter_map(|slot| {
+                group.idle_tat(side, slot, new.now).map(|idle_tat| (gi, slot, idle_tat))
+            }));
+        }
+        for (gi, slot, idle_tat) in idle {
+            if let Some(found) = self.reclaim(new, gi, (slot, idle_tat)) {
+                return Some(Step::Done(Some(found)));
+            }
+        }
+        // Relaxed: a bound that stays valid forever once written (see `Marks::no_room_before`).
+        if new.now < self.marks.no_room_before.load(Ordering::Relaxed) {
+            return Some(Step::Done(None));
+        }
+        None
+    }
+
+    /// Under the spill lock and the home lock, with no room in the key's window: the first slot
+    /// past it with room (unused or idle), in probe order, taking each other shard's lock in
+    /// turn. If there is none, records when the table can next have room.
+    fn insert_past_window<Q>(&self, new: &Arrival<'_, Q>) -> Step<'_, K>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let home = self.home(new.hash);
+        // The earliest time any slot may become idle, over every slot of the table; the window's
+        // slots are all busy, and stay so under the home lock.
+        let mut busy_until = (0..self.window())
+            .filter_map(|p| self.at(self.position(new.hash, p)))
+            .flat_map(|at| (0..SLOTS).map(move |slot| at.line().busy_until(at.side(), slot)))
+            .min()
+            .unwrap_or(SEALED);
+        let mut p = self.window();
+        while p < self.positions() {
+            let shard = self.shard_of(self.position(new.hash, p));
+            let _shard = (shard != home).then(|| sync::lock(&self.shards[shard]));
+            let run_end = self.shard_run_end(p);
+            for p in p..run_end {
+                let gi = self.position(new.hash, p);
+                let Some(at) = self.at_or_alloc(gi) else {
+                    return Step::Done(None);
+                };
+                let (group, side) = (at.line(), at.side());
+                let tags = group.tags_locked();
+                for (slot, &tag) in tags.iter().enumerate() {
+                    let found = if tag == 0 {
+                        let key = self.new_key(new, group, slot);
+                        Some(at.found(slot, group.fill(slot, key, self.opening())))
+                    } else if let Some(idle_tat) = group.idle_tat(side, slot, new.now) {
+                        self.reclaim(new, gi, (slot, idle_tat))
+                    } else {
+                        None
+                    };
+                    if let Some(found) = found {
+                        self.raise_reach(new.hash, p);
+                        return Step::Done(Some(found));
+                    }
+                    busy_until = busy_until.min(group.busy_until(side, slot));
+                }
+            }
+            p = run_end;
+        }
+        // Relaxed: a bound read on its own, valid whenever it is read (`Marks::no_room_before`).
+        let no_room_before = busy_until.saturating_add(1);
+        self.marks.no_room_before.fetch_max(no_room_before, Ordering::Relaxed);
+        Step::Done(None)
+    }
+
+    /// Searches the probe sequence of `key` up to its reach, under its home lock (so exactly:
+    /// only this lock's holder can give the key a slot).
+    fn search_locked<Q>(&self, key: &Q, hash: u64) -> Search<'_, K>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let tag = tag_of(hash);
+        for p in 0..self.reach(hash) {
+            let gi = self.position(hash, p);
+            let Some(at) = self.at(gi) else { return Search::Missing };
+            match at.line().find(key, tag) {
+                (Some((slot, version)), _) => {
+                    let found = at.found(slot, version);
+                    if found.is_sealed() {
+                        return Search::Sealed(self.shard_of(gi));
+                    }
+                    return Search::Found(found);
+                }
+                (None, true) => return Search::Missing,
+                (None, false) => {}
+            }
+        }
+        Search::Missing
+    }
+
+    /// What slot `slot` of `group` gets for the arriving key. Clones the key and the group's
+    /// other keys, so it may panic in a key's `Clone`: it is made before the slot is touched.
+    fn new_key<Q>(&self, new: &Arrival<'_, Q>, group: &Group<K>, slot: usize) -> NewKey<K>
+    where
+        Q: ?Sized + ToOwned<Owned = K>,
+    {
+        let keys = group.keys_with(slot, new.key.to_owned());
+        NewKey { keys, tag: tag_of(new.hash), now_ms: new.now_ms }
+    }
+
+    /// Moves idle slot `slot` of group `gi` (its `TAT` was `idle_tat`) to the arriving key, if it
+    /// is still idle; see [`Group::reclaim`](super::group::Group::reclaim).
+    fn reclaim<Q>(
+        &self,
+        new: &Arrival<'_, Q>,
+        gi: usize,
+        (slot, idle_tat): (usize, u64),
+    ) -> Option<Found<'_, K>>
+    where
+        Q: ?Sized + ToOwned<Owned = K>,
+    {
+        let at = self.at(gi)?;
+        let key = self.new_key(new, at.line(), slot);
+        let version = at.line().reclaim(at.side(), (slot, idle_tat), new.now, key, |held| {
+            // Relaxed: the new value reaches a later insert of the forgotten key through the
+            // Release publication of the group that follows (it must find the key gone first).
+            let forgotten_at = self.marks.idle.fetch_max(new.now, Ordering::Relaxed).max(new.now);
+            forgotten_at.max(held + 1)
+        })?;
+        Some(at.found(slot, version))
+    }
+
+    /// Records that a request the table holds no bucket for (a peek, a cost above the burst) was
+    /// decided at `now`: every new bucket starts at or above it, as that key's own bucket would
+    /// have recorded it.
+    pub(crate) fn note_seen(&self, now: u64) {
+        // Relaxed: as in `reclaim`; a later insert in the same thread reads it in program order.
+        self.marks.idle.fetch_max(now.min(SEALED - 1), Ordering::Relaxed);
+    }
+
+    /// The first `TAT` of a bucket in a never-used slot: the latest time a key was forgotten.
+    fn opening(&self) -> u64 {
+        // Relaxed: as in `reclaim`.
+        self.marks.idle.load(Ordering::Relaxed).min(SEALED - 1)
+    }
+
+    /// Records that a key of `hash`'s window was placed at position `p` of its probe sequence.
+    /// Under the home lock, which every writer of this reach holds.
+    fn raise_reach(&self, hash: u64, p: usize) {
+        if let Some(side) = self.at(self.position(hash, 0)).map(At::side) {
+            let reach = u32::try_from(p + 1).unwrap_or(u32::MAX);
+            // Relaxed load: only this lock's holders write it. Release store: see `Table::reach`.
+            if reach > side.reach.load(Ordering::Relaxed) {
+                side.reach.store(reach, Ordering::Release);
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Hidden entry points for the loom models and tests in this repository, which need to place keys
+//! and to drive a slot's state word below the public API. Not part of the API: no stability, no
+//! use outside tests.
+
+use super::KeyedLimiter;
+use crate::clock::Clock;
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
+    /// The shard whose lock every insert of `key` holds (its home shard).
+    #[doc(hidden)]
+    pub fn model_home_shard<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
+        self.table.home(self.table.hash(key))
+    }
+
+    /// `key`'s raw `TAT` in the rate's units, if the table tracks it.
+    #[doc(hidden)]
+    pub fn model_tat<Q>(&self, key: &Q) -> Option<u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let found = self.table.find(key, self.table.hash(key))?;
+        match found.tat(None) {
+            super::slot::Tat::Current(tat) => Some(tat),
+            _ => None,
+        }
+    }
+
+    /// Lowers `key`'s `TAT` from `from` to `to` as a cancel or an undo would: the lowering hook,
+    /// then one CAS. Whether it landed.
+    #[doc(hidden)]
+    pub fn model_lower<Q>(&self, key: &Q, from: u64, to: u64) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(found) = self.table.find(key, self.table.hash(key)) else { return false };
+        found.note_lowering(from);
+        // A strong CAS for the model: compare_exchange_weak may fail spuriously.
+        loop {
+            match found.cas_tat(from, to) {
+                Ok(()) => return true,
+                Err(actual) if actual != from => return false,
+                Err(_) => {}
+            }
+        }
+    }
+}
