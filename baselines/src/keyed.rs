@@ -115,8 +115,7 @@ impl KeyedContenders {
         // Every check allowed, and every bucket kept busy (one second of backlog a check, a
         // burst of 10^9 checks): an idle bucket's slot may rightly go to another key, so a
         // quota whose buckets empty at once would let inserting one key displace another.
-        let allowed =
-            Quota::new(1, Duration::from_secs(1), 1_000_000_000).expect("valid quota");
+        let allowed = Quota::new(1, Duration::from_secs(1), 1_000_000_000).expect("valid quota");
         let max = NonZeroU32::new(u32::MAX).expect("not zero");
         let governor_quota = governor::Quota::per_second(max).allow_burst(max);
         let capacity = 2 * keys as usize;
