@@ -2,7 +2,7 @@
 //!
 //! Feeds 20 built-in refund requests, all at once, to `leakgate pace RATE` (this same binary)
 //! and prints each line as it comes out with the time since the start, so the even spacing
-//! shows; pace's own summary follows on stderr.
+//! shows; pace's own summary follows on stderr, once every line is out.
 
 use leakgate::Quota;
 use std::io::{BufRead, BufReader, Write};
@@ -45,6 +45,9 @@ pub(crate) fn run(args: Args) -> ExitCode {
         .args(["pace", &rate])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        // Piped too, and shown once every line is out: pace writes its summary as soon as the
+        // last line is in the pipe, before this process has printed that line.
+        .stderr(Stdio::piped())
         .spawn();
     let mut child = match child {
         Ok(child) => child,
@@ -61,6 +64,12 @@ pub(crate) fn run(args: Args) -> ExitCode {
             let _ = writeln!(out, "{:>8.3} s  {line}", start.elapsed().as_secs_f64());
         }
     }
+    let mut summary = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut summary);
+    }
+    drop(out);
+    eprint!("{summary}");
     let status = child.wait();
     match (fed, status) {
         (Some(Ok(())), Ok(status)) if status.success() => ExitCode::SUCCESS,
