@@ -28,8 +28,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
-    /// Lowers `key`'s `TAT` from `from` to `to` as a cancel or an undo would: the lowering hook,
-    /// then one CAS. Whether it landed.
+    /// Lowers `key`'s `TAT` from `from` to `to` exactly as a cancel or an undo does. Whether it
+    /// landed.
     #[doc(hidden)]
     pub fn model_lower<Q>(&self, key: &Q, from: u64, to: u64) -> bool
     where
@@ -37,14 +37,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized,
     {
         let Some(found) = self.table.find(key, self.table.hash(key)) else { return false };
-        found.note_lowering(from);
-        // A strong CAS for the model: compare_exchange_weak may fail spuriously.
-        loop {
-            match found.cas_tat(from, to) {
-                Ok(()) => return true,
-                Err(actual) if actual != from => return false,
-                Err(_) => {}
-            }
-        }
+        // The slot's own lowering (`bucket::Word::lower`): the hook, then a strong CAS.
+        crate::bucket::Word::lower(&found, from, to).is_ok()
     }
 }
