@@ -149,6 +149,56 @@ impl RateLimitLayer {
         Self::with_gate(Arc::new(gate), None)
     }
 
+    /// One bucket per client IP address, as [`per_ip`](RateLimitLayer::per_ip), as a queue:
+    /// each address's requests wait their turn as [`keyed_queue`](RateLimitLayer::keyed_queue)
+    /// says.
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::RateLimitLayer;
+    /// use std::time::Duration;
+    /// // Each client gets 5 requests a second; its bursts wait up to 1 s instead of failing.
+    /// let per_ip = KeyedLimiter::new(Quota::per_second(5)?);
+    /// let layer = RateLimitLayer::per_ip_queue(per_ip, Duration::from_secs(1));
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn per_ip_queue<C: Clock + Clone + 'static>(
+        keyed: impl IntoShared<KeyedLimiter<IpAddr, C>>,
+        max_wait: Duration,
+    ) -> Self {
+        Self::keyed_queue(keyed, PeerIp::new(), max_wait)
+    }
+
+    /// One bucket per key, as [`keyed`](RateLimitLayer::keyed), as a queue: a request that does
+    /// not conform now waits for its key's turn (in the key's arrival order) if that comes within
+    /// `max_wait`, and is refused at once with a 429 otherwise. Keys queue independently: one
+    /// key's backlog never delays another's requests. A request whose client hangs up while it
+    /// waits gives its place back when no later request of its key was queued behind it (as
+    /// `KeyedLimiter::until_ready_n` does). A request whose key cannot be found is refused with
+    /// 400 or, under [`OnKeyError::Global`], queues in the one shared bucket of such requests.
+    ///
+    /// A key that finds no room in the keyed limiter's table is refused: its shared overflow
+    /// bucket, if it has one, serves meters only. Waiting needs a tokio runtime with time
+    /// enabled (axum's has it).
+    ///
+    /// ```
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::{HeaderKey, RateLimitLayer};
+    /// use std::time::Duration;
+    /// // Each API key may call 10 times a second; a burst of one key waits up to 3 s.
+    /// let api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    /// let keyed = KeyedLimiter::new("10/s burst 2".parse::<Quota>()?);
+    /// let layer = RateLimitLayer::keyed_queue(keyed, api_key, Duration::from_secs(3));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyed_queue<E: KeyExtractor, C: Clock + Clone + 'static>(
+        keyed: impl IntoShared<KeyedLimiter<E::Key, C>>,
+        extractor: E,
+        max_wait: Duration,
+    ) -> Self {
+        Self::with_queue(Arc::new(KeyedGate::new(keyed.into_shared(), extractor)), max_wait)
+    }
+
     /// One bucket for every request.
     ///
     /// ```
@@ -165,7 +215,8 @@ impl RateLimitLayer {
     /// 429 otherwise. A request whose client hangs up while it waits gives its place back when no
     /// later request was queued behind it (as `Limiter::until_ready_n` does). This smooths bursts
     /// into the quota's rate instead of failing them, at the cost of holding their connections.
-    /// Waiting needs a tokio runtime with time enabled (axum's has it).
+    /// Waiting needs a tokio runtime with time enabled (axum's has it). To queue per key, see
+    /// [`keyed_queue`](RateLimitLayer::keyed_queue).
     ///
     /// ```
     /// use leakgate::{Limiter, Quota};
@@ -179,7 +230,11 @@ impl RateLimitLayer {
         limiter: impl IntoShared<Limiter<C>>,
         max_wait: Duration,
     ) -> Self {
-        let gate = Arc::new(GlobalGate::new(limiter.into_shared()));
+        Self::with_queue(Arc::new(GlobalGate::new(limiter.into_shared())), max_wait)
+    }
+
+    /// A layer whose requests wait on `gate`, up to `max_wait`.
+    fn with_queue(gate: Arc<impl QueueGate>, max_wait: Duration) -> Self {
         Self::with_gate(gate.clone(), Some((gate, max_wait)))
     }
 

@@ -4,7 +4,9 @@
 //! [`RateLimitLayer`] limits requests per client IP ([`RateLimitLayer::per_ip`]), per key found
 //! in the request ([`RateLimitLayer::keyed`] with a [`KeyExtractor`]: [`PeerIp`] behind trusted
 //! proxies, [`HeaderKey`], [`KeyTemplate`], or a closure), or all together
-//! ([`RateLimitLayer::global`], and [`RateLimitLayer::global_queue`] to queue instead of refuse).
+//! ([`RateLimitLayer::global`]). Each has a queue mode that holds requests until their turn
+//! instead of refusing them: [`RateLimitLayer::per_ip_queue`], [`RateLimitLayer::keyed_queue`],
+//! [`RateLimitLayer::global_queue`].
 //!
 //! * **One limiter per layer.** Every service the layer makes, every route under it and every
 //!   clone share one limiter through an `Arc`, unlike tower's own `RateLimit`, which keeps its
@@ -64,6 +66,26 @@
 //! `max_wait`, using [`leakgate::Limiter::until_ready_n_timeout`]: places are given in arrival
 //! order, a request that would wait longer is refused at once, and a request whose connection
 //! closes while it waits gives its place back if no later one is queued behind it.
+//! [`RateLimitLayer::keyed_queue`] and [`RateLimitLayer::per_ip_queue`] do the same per key, with
+//! [`leakgate::KeyedLimiter::until_ready_n_timeout`]: each key has its own queue, so a key's
+//! backlog never delays another key. A released request's `RateLimit` field gives its bucket's
+//! level as it goes on; a refused one gets a 429 whose `Retry-After` says how much later the same
+//! request would fit within `max_wait`. With `max_wait` zero a queue answers as the meter does
+//! (save that a keyed limiter's shared overflow bucket serves meters only).
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use leakgate::{KeyedLimiter, Quota};
+//! use leakgate_tower::RateLimitLayer;
+//! use std::time::Duration;
+//!
+//! // Each client IP: 2 requests a second, bursts of 4 at once; more wait up to 5 s for a turn.
+//! let per_ip = KeyedLimiter::new("2/s burst 4".parse::<Quota>()?);
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::per_ip_queue(per_ip, Duration::from_secs(5)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

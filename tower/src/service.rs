@@ -3,7 +3,7 @@
 use crate::body::RefusalBody;
 use crate::counters::Event;
 use crate::future::{Fields, ResponseFuture};
-use crate::gate::{Checked, Level, Waited};
+use crate::gate::{Checked, Level, Queued, Wait, Waited};
 use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 use crate::layer::{RateLimitHeaders, Shared};
 use crate::refusal;
@@ -92,7 +92,10 @@ where
         let (parts, body) = request.into_parts();
         if let Some((gate, max_wait)) = &shared.queue {
             return match gate.clone().wait(&parts, shared.config.on_key_error, *max_wait) {
-                Ok(wait) => {
+                Ok(Queued { wait, keyless }) => {
+                    if keyless {
+                        shared.counters.add(Event::KeyError);
+                    }
                     // The inner service was made ready by `poll_ready`: keep that one for the
                     // request and leave a fresh clone here for the next.
                     let clone = self.inner.clone();
@@ -158,7 +161,7 @@ fn admitted_fields(shared: &Shared, level: impl FnOnce() -> Level) -> Option<Fie
 
 /// Waits for a queued request's turn, then calls the inner service; or refuses it.
 async fn queue<S, ReqB>(
-    wait: crate::gate::Wait,
+    wait: Wait,
     mut ready: S,
     request: Request<ReqB>,
     shared: Arc<Shared>,

@@ -1,6 +1,7 @@
 //! Load through a real server with the real clock: many concurrent clients, every request
 //! answered, no key admitted beyond `burst + rate * elapsed`, and no queued request held past
-//! `max_wait` (plus scheduling slack). The default run is small; the full size (64 clients x
+//! `max_wait` (plus scheduling slack), for the per-IP meter, the global queue and the per-IP
+//! queue. The default run is small; the full size (64 clients x
 //! 10,000 requests) is `#[ignore]`d and runs in release in CI.
 
 mod support;
@@ -124,13 +125,10 @@ async fn per_ip_meter(clients: usize, requests: usize) {
 #[derive(Clone, Copy)]
 struct Arrival(Instant);
 
-async fn global_queue(clients: usize, requests: usize) {
-    let _alone = ONE_AT_A_TIME.lock().await;
-    let quota: Quota = "1000/s burst 1".parse().unwrap();
-    let max_wait = Duration::from_millis(20);
-    let lim = Arc::new(Limiter::new(quota));
+/// A router under `layer` whose handler records the longest time a request spent between
+/// entering the server and reaching it (in ns, in the returned cell).
+fn timed_router(layer: RateLimitLayer) -> (Router, Arc<AtomicU64>) {
     let longest_hold_ns = Arc::new(AtomicU64::new(0));
-    let layer = RateLimitLayer::global_queue(lim.clone(), max_wait);
     let app = Router::new()
         .route(
             "/",
@@ -143,11 +141,21 @@ async fn global_queue(clients: usize, requests: usize) {
                 }
             }),
         )
-        .layer(layer.clone())
+        .layer(layer)
         .layer(tower::util::MapRequestLayer::new(|mut req: http::Request<axum::body::Body>| {
             req.extensions_mut().insert(Arrival(Instant::now()));
             req
         }));
+    (app, longest_hold_ns)
+}
+
+async fn global_queue(clients: usize, requests: usize) {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let quota: Quota = "1000/s burst 1".parse().unwrap();
+    let max_wait = Duration::from_millis(20);
+    let lim = Arc::new(Limiter::new(quota));
+    let layer = RateLimitLayer::global_queue(lim.clone(), max_wait);
+    let (app, longest_hold_ns) = timed_router(layer.clone());
     let server = Server::start(app).await;
     let tallies =
         tokio::time::timeout(HANG, hammer(&server, clients, requests, 1)).await.expect("hung");
@@ -167,6 +175,42 @@ async fn global_queue(clients: usize, requests: usize) {
     eprintln!("global queue: {counts:?} in {elapsed:?}, longest hold {longest:?}");
     assert_eq!((counts.admitted, counts.refused), (tally.ok, tally.refused));
     assert!(counts.queued > 0, "the load queued something: {counts:?}");
+}
+
+/// A queue per client IP: 8 sources, 8 connections each. A request is released only once its
+/// key's bucket conforms, so each key's admissions stay within `burst + rate * elapsed` (no
+/// allowance for the queue: a queued request is not admitted before its time).
+async fn per_ip_queue(clients: usize, requests: usize) {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let quota: Quota = "100/s burst 2".parse().unwrap();
+    let max_wait = Duration::from_millis(20);
+    let keyed = Arc::new(KeyedLimiter::<IpAddr>::new(quota));
+    let layer = RateLimitLayer::per_ip_queue(keyed.clone(), max_wait);
+    let (app, longest_hold_ns) = timed_router(layer.clone());
+    let server = Server::start(app).await;
+    let tallies =
+        tokio::time::timeout(HANG, hammer(&server, clients, requests, 8)).await.expect("hung");
+    // The limiter's clock started when it was made: every release lies within this window.
+    let elapsed = Duration::from_nanos(keyed.clock().now_ns());
+    assert_eq!(tallies.len(), 8);
+    let (mut total_ok, mut total_refused) = (0, 0);
+    for (source, tally) in &tallies {
+        assert!(
+            tally.ok <= bound(quota, elapsed),
+            "{source}: {} admitted in {elapsed:?}",
+            tally.ok
+        );
+        total_ok += tally.ok;
+        total_refused += tally.refused;
+    }
+    assert_eq!(total_ok + total_refused, (clients * requests) as u64, "every request answered");
+    let longest = Duration::from_nanos(longest_hold_ns.load(Ordering::Relaxed));
+    assert!(longest <= max_wait + SLACK, "a request was held {longest:?}");
+    let counts = layer.counts();
+    eprintln!("per-IP queue: {tallies:?} {counts:?} in {elapsed:?}, longest hold {longest:?}");
+    assert_eq!((counts.admitted, counts.refused), (total_ok, total_refused));
+    assert!(counts.queued > 0, "the load queued something: {counts:?}");
+    assert!(total_refused > 0, "the load overflowed the queues, so the bound was tested");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,4 +233,15 @@ async fn per_ip_meter_under_load_full() {
 #[ignore = "full size: 64 clients x 10,000 requests; run in release"]
 async fn global_queue_under_load_full() {
     global_queue(64, 10_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_ip_queue_under_load_small() {
+    per_ip_queue(64, 20).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "full size: 64 clients x 10,000 requests; run in release"]
+async fn per_ip_queue_under_load_full() {
+    per_ip_queue(64, 10_000).await;
 }

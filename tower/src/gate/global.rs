@@ -1,11 +1,10 @@
 //! [`GlobalGate`]: one limiter for every request, as a meter or as a queue.
 
-use super::{fill, BucketRef, Checked, Gate, GateInfo, Level, QueueGate, Wait, Waited};
+use super::queue::{peeked, wait_turn, QueueGate, Queued};
+use super::{fill, BucketRef, Checked, Gate, GateInfo, Level};
 use crate::key::{KeyError, OnKeyError};
 use http::request::Parts;
 use leakgate::{Clock, Limiter, Quota};
-use std::future::{poll_fn, Future};
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,11 +20,7 @@ impl<C: Clock> GlobalGate<C> {
 
     /// The bucket's level now, without taking anything (a peek).
     fn level(&self) -> Level {
-        match self.limiter.check_n(0) {
-            Ok(peek) => Level { remaining: peek.remaining(), reset_after: peek.reset_after() },
-            // A peek always conforms; should a limiter ever say otherwise, its figures still hold.
-            Err(peek) => Level { remaining: peek.remaining(), reset_after: peek.reset_after() },
-        }
+        peeked(self.limiter.check_n(0))
     }
 }
 
@@ -61,22 +56,10 @@ impl<C: Clock + 'static> QueueGate for GlobalGate<C> {
         _request: &Parts,
         _on_key_error: OnKeyError,
         max_wait: Duration,
-    ) -> Result<Wait, KeyError> {
-        Ok(Box::pin(async move {
-            // `until_ready_n_timeout` reserves on its first poll and cancels its reservation if
-            // dropped before its time: a client that hangs up gives its place back.
-            let mut waiting = pin!(self.limiter.until_ready_n_timeout(1, max_wait));
-            let mut queued = false;
-            let outcome = poll_fn(|cx| {
-                let poll = waiting.as_mut().poll(cx);
-                queued |= poll.is_pending();
-                poll
-            })
-            .await;
-            match outcome {
-                Ok(()) => Waited::Released { level: self.level(), queued },
-                Err(denied) => Waited::Refused(denied),
-            }
-        }))
+    ) -> Result<Queued, KeyError> {
+        let wait = Box::pin(async move {
+            wait_turn(self.limiter.until_ready_n_timeout(1, max_wait), || self.level()).await
+        });
+        Ok(Queued { wait, keyless: false })
     }
 }

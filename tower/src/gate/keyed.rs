@@ -1,10 +1,13 @@
-//! [`KeyedGate`]: one bucket per key, the key found by a [`KeyExtractor`].
+//! [`KeyedGate`]: one bucket per key, the key found by a [`KeyExtractor`]; as a meter or as a
+//! queue per key.
 
+use super::queue::{peeked, wait_turn, QueueGate, Queued};
 use super::{fill, BucketRef, Checked, Gate, GateInfo};
 use crate::key::{KeyError, KeyExtractor, OnKeyError};
 use http::request::Parts;
 use leakgate::{Clock, KeyedLimiter, Limiter, Quota};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Requests charged to the bucket of their key.
 pub(crate) struct KeyedGate<E: KeyExtractor, C: Clock> {
@@ -22,16 +25,28 @@ impl<E: KeyExtractor, C: Clock + Clone> KeyedGate<E, C> {
     }
 }
 
-impl<E: KeyExtractor, C: Clock + 'static> Gate for KeyedGate<E, C> {
+impl<E: KeyExtractor, C: Clock> KeyedGate<E, C> {
+    /// The key of `request`; `Ok(None)` when it has none and `on_key_error` sends it to the
+    /// keyless bucket.
     #[inline]
-    fn check(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Checked, KeyError> {
+    fn key(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Option<E::Key>, KeyError> {
         match self.extractor.extract(request) {
-            Ok(key) => Ok(Checked { decision: self.keyed.check(&key), keyless: false }),
+            Ok(key) => Ok(Some(key)),
             Err(error) => match on_key_error {
-                OnKeyError::Global => Ok(Checked { decision: self.keyless.check(), keyless: true }),
+                OnKeyError::Global => Ok(None),
                 OnKeyError::Reject => Err(error),
             },
         }
+    }
+}
+
+impl<E: KeyExtractor, C: Clock + 'static> Gate for KeyedGate<E, C> {
+    #[inline]
+    fn check(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Checked, KeyError> {
+        Ok(match self.key(request, on_key_error)? {
+            Some(key) => Checked { decision: self.keyed.check(&key), keyless: false },
+            None => Checked { decision: self.keyless.check(), keyless: true },
+        })
     }
 
     fn quota(&self) -> Quota {
@@ -69,5 +84,33 @@ impl<E: KeyExtractor, C: Clock + 'static> Gate for KeyedGate<E, C> {
             capacity: Some(self.keyed.capacity()),
             overflow_denials: Some(self.keyed.overflow_denials()),
         }
+    }
+}
+
+/// Each key queues in its own bucket, first come first served, independently of the others.
+/// A key that finds no room in the table is refused: the keyed limiter's shared overflow bucket,
+/// if it has one, serves meters only.
+impl<E: KeyExtractor, C: Clock + 'static> QueueGate for KeyedGate<E, C> {
+    fn wait(
+        self: Arc<Self>,
+        request: &Parts,
+        on_key_error: OnKeyError,
+        max_wait: Duration,
+    ) -> Result<Queued, KeyError> {
+        let key = self.key(request, on_key_error)?;
+        let keyless = key.is_none();
+        let wait = Box::pin(async move {
+            match key {
+                Some(key) => {
+                    let waiting = self.keyed.until_ready_n_timeout(&key, 1, max_wait);
+                    wait_turn(waiting, || peeked(self.keyed.check_n(&key, 0))).await
+                }
+                None => {
+                    let waiting = self.keyless.until_ready_n_timeout(1, max_wait);
+                    wait_turn(waiting, || peeked(self.keyless.check_n(0))).await
+                }
+            }
+        });
+        Ok(Queued { wait, keyless })
     }
 }

@@ -3,26 +3,26 @@
 //!
 //! * `global.rs`: one [`Limiter`](leakgate::Limiter) for every request; meter and queue;
 //! * `keyed.rs`: a [`KeyedLimiter`](leakgate::KeyedLimiter) and a
-//!   [`KeyExtractor`](crate::KeyExtractor); meter.
+//!   [`KeyExtractor`](crate::KeyExtractor); meter and queue;
+//! * `queue.rs`: the [`QueueGate`] trait and the wait both gates' queues share.
 //!
 //! The layer holds an `Arc<dyn Gate>`, so its type does not depend on the limiter, the key or the
 //! clock, and one virtual call per request is all this costs. A new source of decisions (the
-//! rules limiter, a keyed queue) is one more implementation of these traits and one more
-//! constructor on [`RateLimitLayer`](crate::RateLimitLayer).
+//! rules limiter) is one more implementation of these traits and one more constructor on
+//! [`RateLimitLayer`](crate::RateLimitLayer).
 
 mod global;
 mod keyed;
+mod queue;
 
 pub(crate) use global::GlobalGate;
 pub(crate) use keyed::KeyedGate;
+pub(crate) use queue::{QueueGate, Queued, Wait, Waited};
 
 use crate::key::{KeyError, OnKeyError};
 use http::request::Parts;
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A meter decision for one request.
@@ -38,17 +38,6 @@ pub(crate) struct Level {
     pub(crate) remaining: u64,
     pub(crate) reset_after: Duration,
 }
-
-/// How a queued request ended.
-pub(crate) enum Waited {
-    /// Its time came; the bucket's level as it went on, and whether it had to wait at all.
-    Released { level: Level, queued: bool },
-    /// It would have waited longer than `max_wait`: refused at once, nothing taken.
-    Refused(Denied),
-}
-
-/// A queued request's wait: cancel-safe (dropping it gives its place back when possible).
-pub(crate) type Wait = Pin<Box<dyn Future<Output = Waited> + Send>>;
 
 /// One bucket as a gate walks it for the operator view.
 pub(crate) struct BucketRef<'a> {
@@ -86,18 +75,6 @@ pub(crate) trait Gate: Send + Sync + 'static {
 
     /// What kind of limit this is.
     fn info(&self) -> GateInfo;
-}
-
-/// A source of queue-mode decisions: requests wait for their turn, up to a bound.
-pub(crate) trait QueueGate: Gate {
-    /// Takes a place for `request`, to go at most `max_wait` from now, and waits for it; `Err`
-    /// as for [`Gate::check`].
-    fn wait(
-        self: Arc<Self>,
-        request: &Parts,
-        on_key_error: OnKeyError,
-        max_wait: Duration,
-    ) -> Result<Wait, KeyError>;
 }
 
 /// How full a bucket is, from its time to empty and its capacity `tau`.
