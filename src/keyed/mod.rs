@@ -13,6 +13,7 @@ mod slot;
 mod snapshot;
 mod table;
 
+pub(crate) use check::{Ask, Declined, Taken};
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
 pub use overflow::OverflowPolicy;
 pub use snapshot::KeyState;

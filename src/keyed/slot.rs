@@ -87,8 +87,10 @@ impl<'g, K> Found<'g, K> {
     /// after it may be `Relaxed`.
     ///
     /// What the argument needs of the lowering itself: it goes from `from` down to no lower than
-    /// the `TAT` the undone charge was computed against (`max(TAT, now)` at that charge), so a
-    /// key's values never fall below its first. A handle whose slot has changed key since it was
+    /// the key's first value (an undo goes back to the `TAT` the undone charge was computed
+    /// against, `max(TAT, now)` at that charge; a charge given back from the top of the word
+    /// stays above the exact state, see `bucket/give_back.rs`), so a key's values never fall
+    /// below its first. A handle whose slot has changed key since it was
     /// found is harmless here: its `from` lies below the new key's first value, so the high-water
     /// it raises changes nothing and its CAS fails.
     #[inline]
