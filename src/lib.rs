@@ -108,6 +108,7 @@ mod manual_clock;
 mod quota;
 mod quota_parse;
 mod reserve;
+mod rules;
 mod sync;
 
 pub use clock::{Clock, CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
@@ -119,6 +120,11 @@ pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
 pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
 pub use reserve::{Reservation, WaitPolicy};
+#[doc(hidden)]
+pub use rules::BenchCounters;
+pub use rules::{BucketState, Rule, RuleLimiter, RuleStats, Rules, DEFAULT_RULE_CAPACITY};
+#[cfg(feature = "rules-file")]
+pub use rules::{RulesFileError, RulesWatcher, WatchEvent};
 
 /// The README's examples, compiled and run as doctests.
 // The README has an async example, so it needs the `tokio` feature.

@@ -4,6 +4,7 @@
 mod capacity;
 mod check;
 mod group;
+mod handoff;
 mod hasher;
 mod insert;
 mod model_hooks;
@@ -13,7 +14,8 @@ mod slot;
 mod snapshot;
 mod table;
 
-pub(crate) use check::{Ask, Declined, Taken};
+pub(crate) use check::Ask;
+pub(crate) use handoff::Charged;
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
 pub use overflow::OverflowPolicy;
 pub use snapshot::KeyState;

@@ -1,0 +1,118 @@
+//! Loom models of `RuleLimiter`'s races on a frozen clock: two all-or-nothing requests over
+//! overlapping buckets never leave a refused request's charge behind, and a reload racing a check
+//! neither loses an admission nor lets a key past its burst.
+#![cfg(loom)]
+
+use leakgate::{ManualClock, Quota, RuleLimiter, Rules};
+use loom::sync::Arc;
+use loom::thread;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
+fn q(s: &str) -> Quota {
+    s.parse().unwrap()
+}
+
+fn rules(pairs: &[(&str, &str)]) -> Rules {
+    let mut rules = Rules::new();
+    for (path, quota) in pairs {
+        rules.insert(*path, [q(quota)]);
+    }
+    rules
+}
+
+/// The units left in `key`'s bucket (a peek).
+fn left(lim: &RuleLimiter<ManualClock>, key: &str) -> u64 {
+    lim.check_n(key, 0).unwrap().remaining()
+}
+
+#[test]
+fn all_or_nothing_over_overlapping_keys_keeps_no_refused_charge() {
+    model(|| {
+        // The tenant has room for one request; each user for one. Whoever is refused must
+        // leave its user's bucket and the tenant's untouched.
+        let lim = Arc::new(RuleLimiter::with_clock(
+            rules(&[("a_tenant", "1/h burst 1"), ("user", "1/h burst 1")]),
+            ManualClock::new(),
+        ));
+        let spawn = |user: &'static str| {
+            let lim = lim.clone();
+            thread::spawn(move || lim.check_all_n(&["a_tenant/t", user], 1).is_ok())
+        };
+        let (a, b) = (spawn("user/1"), spawn("user/2"));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        assert!(a ^ b, "exactly one fits the tenant: {a} {b}");
+        assert_eq!(left(&lim, "a_tenant/t"), 0);
+        assert_eq!(left(&lim, "user/1"), u64::from(!a), "user/1 kept a charge only if admitted");
+        assert_eq!(left(&lim, "user/2"), u64::from(!b));
+    });
+}
+
+#[test]
+fn refused_charges_on_a_shared_bucket_are_all_given_back() {
+    model(|| {
+        // Both charge the shared bucket first, then their own, which is already full: both are
+        // refused, and the shared bucket must end as it began, whatever order the refunds run in.
+        let lim = Arc::new(RuleLimiter::with_clock(
+            rules(&[("a_shared", "1/h burst 3"), ("user", "1/h burst 1")]),
+            ManualClock::new(),
+        ));
+        lim.check("user/1").unwrap();
+        lim.check("user/2").unwrap();
+        let spawn = |user: &'static str| {
+            let lim = lim.clone();
+            thread::spawn(move || lim.check_all_n(&["a_shared/s", user], 1).is_ok())
+        };
+        let (a, b) = (spawn("user/1"), spawn("user/2"));
+        assert!(!a.join().unwrap() && !b.join().unwrap());
+        assert_eq!(left(&lim, "a_shared/s"), 3, "no refused request kept its charge");
+    });
+}
+
+#[test]
+fn reload_racing_a_check_neither_loses_nor_adds_an_admission() {
+    model(|| {
+        let lim =
+            Arc::new(RuleLimiter::with_clock(rules(&[("k", "1/h burst 2")]), ManualClock::new()));
+        lim.check("k/a").unwrap(); // one left
+        let checker = {
+            let lim = lim.clone();
+            thread::spawn(move || lim.check("k/a").is_ok())
+        };
+        let reloader = {
+            let lim = lim.clone();
+            // The same quota under another path: the key must keep its level.
+            thread::spawn(move || lim.reload(rules(&[("", "1/h burst 2")])))
+        };
+        let admitted = checker.join().unwrap();
+        reloader.join().unwrap();
+        assert!(admitted, "one unit was left: a check during a reload never fails");
+        assert_eq!(left(&lim, "k/a"), 0, "the admission during the reload was carried over");
+        assert!(lim.check("k/a").is_err());
+    });
+}
+
+#[test]
+fn reload_racing_the_first_check_of_a_key_keeps_its_admission() {
+    model(|| {
+        // The key is new: its check may insert it into the old tables while they are closed
+        // and handed over, or into the new ones; either way its one unit stays spent.
+        let lim =
+            Arc::new(RuleLimiter::with_clock(rules(&[("k", "1/h burst 1")]), ManualClock::new()));
+        let checker = {
+            let lim = lim.clone();
+            thread::spawn(move || lim.check("k/new").is_ok())
+        };
+        let reloader = {
+            let lim = lim.clone();
+            thread::spawn(move || lim.reload(rules(&[("k", "1/h burst 1")])))
+        };
+        assert!(checker.join().unwrap());
+        reloader.join().unwrap();
+        assert!(lim.check("k/new").is_err(), "the admission during the reload was lost");
+    });
+}
