@@ -2,13 +2,64 @@
 //! show which rule a key gets.
 
 use leakgate::Rules;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+const LONG_HELP: &str = "\
+A rules file is TOML: every top-level key is a rule path, its value a quota, a list of quotas
+(all must conform), or a table of options:
+
+    \"\" = \"1000/s\"                                  # the default rule
+    \"rate_limit\" = \"1/s burst 10\"
+    \"rate_limit/192.168.11.3\" = \"100/s burst 500\"  # paths with dots or slashes are quoted
+    api = [\"10/s\", \"1000/h\"]
+    \"api/beta\" = { quota = \"5/s\", shadow = true, capacity = 10000, overflow = \"shared 50/s\" }
+
+A key gets the rule of its longest configured prefix cut at `/`, then the default rule \"\"; a
+key no rule matches is admitted and not tracked.
+
+Exit status: 0 when the file is valid, 1 when it is not (the error names the line, the rule and
+the bad part), 2 for a usage error.";
+
+/// The arguments of `leakgate rules`.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = LONG_HELP)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Validate a rules file and print its rules, default rule first
+    Check {
+        /// The rules file (TOML)
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Show which rule KEY gets under a rules file, and the paths tried on the way
+    Explain {
+        /// The rules file (TOML)
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// A full key, like `rate_limit/10.0.0.1`
+        #[arg(value_name = "KEY")]
+        key: String,
+    },
+}
+
+/// Runs `leakgate rules`.
+pub(crate) fn run(args: Args) -> ExitCode {
+    match args.command {
+        Command::Check { file } => check(&file),
+        Command::Explain { file, key } => explain(&file, &key),
+    }
+}
 
 /// Validates the rules file at `path` and prints the rules it resolves to, one per line, default
 /// rule first. Exit code 0 when valid, 1 when not (the error on stderr names the line, the rule
 /// and the bad part).
-pub(crate) fn check(path: &Path) -> ExitCode {
+fn check(path: &Path) -> ExitCode {
     let rules = match Rules::from_file(path) {
         Ok(rules) => rules,
         Err(e) => return invalid(path, &e),
@@ -27,7 +78,7 @@ pub(crate) fn check(path: &Path) -> ExitCode {
 
 /// Prints which rule `key` gets under the rules file at `path`, and the paths tried on the way.
 /// Exit code 0 (whether or not a rule matches), 1 when the file is invalid.
-pub(crate) fn explain(path: &Path, key: &str) -> ExitCode {
+fn explain(path: &Path, key: &str) -> ExitCode {
     let rules = match Rules::from_file(path) {
         Ok(rules) => rules,
         Err(e) => return invalid(path, &e),
@@ -49,16 +100,4 @@ pub(crate) fn explain(path: &Path, key: &str) -> ExitCode {
 fn invalid(path: &Path, e: &leakgate::RulesFileError) -> ExitCode {
     eprintln!("leakgate rules: {}: {e}", path.display());
     ExitCode::from(1)
-}
-
-/// `leakgate rules SUBCOMMAND ...` for the hand-written argument parser.
-pub(crate) fn run(args: &[String]) -> ExitCode {
-    match args {
-        [sub, file] if sub == "check" => check(Path::new(file)),
-        [sub, file, key] if sub == "explain" => explain(Path::new(file), key),
-        _ => {
-            eprintln!("usage: leakgate rules check FILE | leakgate rules explain FILE KEY");
-            ExitCode::from(2)
-        }
-    }
 }
