@@ -1,6 +1,6 @@
 //! Rules by key path, behaviour by behaviour, on a `ManualClock`.
 
-use leakgate::{KeyedLimiter, ManualClock, Quota, RuleLimiter, Rules};
+use leakgate::{KeyedLimiter, ManualClock, OverflowPolicy, Quota, RuleLimiter, Rules};
 use std::time::Duration;
 
 fn q(s: &str) -> Quota {
@@ -220,6 +220,29 @@ fn a_full_table_refuses_new_keys_and_keeps_the_active_ones() {
     assert!((64..1000).contains(&admitted), "{admitted}");
     let tracked = lim.buckets("ip/", 0.0);
     assert_eq!(tracked.len(), admitted, "every admitted key kept its bucket");
+}
+
+#[test]
+fn keys_with_no_room_share_the_overflow_bucket_and_a_refusal_gives_its_charge_back() {
+    let mut rules = Rules::new();
+    let shared = OverflowPolicy::SharedBucket(q("1/s burst 10"));
+    rules.insert("ip", [q("1/h")]).capacity(64).overflow(shared);
+    rules.insert("z_gate", [q("1/h burst 5")]);
+    let clock = ManualClock::new();
+    let lim = RuleLimiter::with_clock(rules, clock.clone());
+    let admitted = (0..1000).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
+    assert_eq!(admitted, 64 + 10, "a bucket per slot, then the shared bucket's burst");
+    clock.advance(Duration::from_secs(10)); // the shared bucket is empty again
+    // A key with no room answers with the shared bucket's figures.
+    assert_eq!(lim.check("ip/new-1").unwrap().remaining(), 9);
+    // Charged to the shared bucket, then refused by the gate (rules are charged in path order):
+    // the shared charge goes back.
+    lim.check_n("z_gate/g", 5).unwrap();
+    let no = lim.check_all_n(&["z_gate/g", "ip/new-2"], 1).unwrap_err();
+    assert_eq!(no.retry_after(), Some(Duration::from_secs(3600)), "the gate's wait");
+    assert!(lim.check_all_n(&["ip/new-3", "z_gate/g"], 1).is_err());
+    let left = (0..20).filter(|i| lim.check(&format!("ip/late-{i}")).is_ok()).count();
+    assert_eq!(left, 9, "the refused requests kept nothing in the shared bucket");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! neither loses an admission nor lets a key past its burst.
 #![cfg(loom)]
 
-use leakgate::{ManualClock, Quota, RuleLimiter, Rules};
+use leakgate::{ManualClock, OverflowPolicy, Quota, RuleLimiter, Rules};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -114,5 +114,28 @@ fn reload_racing_the_first_check_of_a_key_keeps_its_admission() {
         assert!(checker.join().unwrap());
         reloader.join().unwrap();
         assert!(lim.check("k/new").is_err(), "the admission during the reload was lost");
+    });
+}
+
+#[test]
+fn refused_charges_on_a_shared_overflow_bucket_are_given_back() {
+    model(|| {
+        // "a"'s table (four slots under loom) is full of busy keys, so new keys of "a" are served
+        // by its shared overflow bucket (burst 2). Both requests charge it, then one is refused by
+        // "b/full": the shared bucket must keep exactly the admitted request's unit.
+        let mut rules = rules(&[("a", "1/h burst 1"), ("b", "1/h burst 1")]);
+        rules.insert("a", [q("1/h burst 1")]).overflow(OverflowPolicy::SharedBucket(q("1/h burst 2")));
+        let lim = Arc::new(RuleLimiter::with_clock(rules, ManualClock::new()));
+        for key in ["a/1", "a/2", "a/3", "a/4", "b/full"] {
+            lim.check(key).unwrap();
+        }
+        let spawn = |keys: [&'static str; 2]| {
+            let lim = lim.clone();
+            thread::spawn(move || lim.check_all_n(&keys, 1).is_ok())
+        };
+        let (a, b) = (spawn(["a/5", "b/free"]), spawn(["a/6", "b/full"]));
+        assert!(a.join().unwrap() && !b.join().unwrap());
+        assert!(lim.check("a/7").is_ok(), "the refused request kept its shared charge");
+        assert!(lim.check("a/8").is_err(), "the admitted request's shared charge was lost");
     });
 }

@@ -147,6 +147,21 @@ mod tests {
     }
 
     #[test]
+    fn regression_a_charge_drained_under_another_give_back_never_lowers_a_later_admission() {
+        // Two charges at time 0: 0..10 (cost 10), then 10..12 (cost 2). The first goes back
+        // whole (the word drops to 2: the second's units, shifted down). The clock reaches 3:
+        // those 2 units have drained; a request at 3 starts at 3 and leaves the word at 4, the
+        // exact state. Taking the second charge back "from what is still in the word above the
+        // clock" (4 - 3 = 1) would leave 3, moving that admission below its own time.
+        let word = AtomicU64::new(12);
+        assert_eq!(give_back(&word, 10, 10, 0, || 0), Ok(10));
+        assert_eq!(value(&word), 2);
+        word.store(4, Ordering::Relaxed); // the admission at 3: max(2, 3) + 1
+        assert_eq!(give_back(&word, 12, 2, 0, || 3), Ok(0));
+        assert_eq!(value(&word), 4);
+    }
+
+    #[test]
     fn a_word_below_the_charge_is_never_lowered_past_zero() {
         let word = AtomicU64::new(10);
         assert_eq!(give_back(&word, 440, 40, 0, || 0), Ok(10));
