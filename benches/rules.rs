@@ -33,7 +33,15 @@ fn rules() -> Rules {
     rules
 }
 
-fn single_thread(c: &mut Criterion) {
+/// The keys (users, and the tenant of each), and both limiters with every key tracked.
+struct Setup {
+    users: Vec<String>,
+    tenants: Vec<String>,
+    keyed: KeyedLimiter<String>,
+    lim: RuleLimiter,
+}
+
+fn setup() -> Setup {
     let users: Vec<String> = (0..KEYS).map(|i| format!("user/{i}")).collect();
     let tenants: Vec<String> = (0..KEYS).map(|i| format!("tenant/{}", i % 16)).collect();
     let keyed = KeyedLimiter::<String>::with_capacity(always(), 4 * KEYS);
@@ -44,6 +52,11 @@ fn single_thread(c: &mut Criterion) {
         lim.check_all_n(&[tenant, user, "global"], 1).unwrap();
     }
     keyed.check("global").unwrap();
+    Setup { users, tenants, keyed, lim }
+}
+
+fn single_thread(c: &mut Criterion) {
+    let Setup { users, tenants, keyed, lim } = setup();
     let mut group = c.benchmark_group("rules");
     group.throughput(Throughput::Elements(1));
     let mut i = 0usize;
@@ -120,16 +133,7 @@ fn counting(c: &mut Criterion) {
 /// The ratios, measured with the contenders interleaved (round after round, each timing
 /// a batch of checks, in turn) so that a noisy machine slows them alike; medians per contender.
 fn interleaved_ratios() {
-    let users: Vec<String> = (0..KEYS).map(|i| format!("user/{i}")).collect();
-    let tenants: Vec<String> = (0..KEYS).map(|i| format!("tenant/{}", i % 16)).collect();
-    let keyed = KeyedLimiter::<String>::with_capacity(always(), 4 * KEYS);
-    let lim = RuleLimiter::new(rules());
-    for (user, tenant) in users.iter().zip(&tenants) {
-        keyed.check(user.as_str()).unwrap();
-        keyed.check(tenant.as_str()).unwrap();
-        lim.check_all_n(&[tenant, user, "global"], 1).unwrap();
-    }
-    keyed.check("global").unwrap();
+    let Setup { users, tenants, keyed, lim } = setup();
     const BATCH: usize = 20_000;
     let time = |f: &dyn Fn(usize) -> bool| {
         let start = Instant::now();

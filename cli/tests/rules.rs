@@ -52,10 +52,7 @@ fn check_prints_the_resolved_rules() {
     assert!(stdout.contains("\"rate_limit/192.168.11.3\"  100/s burst 500"), "{stdout}");
     assert!(stdout.contains("10/s, 1000/h"), "{stdout}");
     assert!(stdout.contains("5/s (shadow, capacity 10000)"), "{stdout}");
-    assert!(
-        stdout.contains("1/s (capacity 100000, overflow shared 1000/s burst 50)"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("1/s (capacity 100000, overflow shared 1000/s burst 50)"), "{stdout}");
 }
 
 #[test]

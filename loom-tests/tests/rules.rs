@@ -25,6 +25,25 @@ fn rules(pairs: &[(&str, &str)]) -> Rules {
     rules
 }
 
+/// A limiter of `rules` on a frozen clock, to share among the model's threads.
+fn limiter(rules: Rules) -> Arc<RuleLimiter<ManualClock>> {
+    Arc::new(RuleLimiter::with_clock(rules, ManualClock::new()))
+}
+
+/// Two threads each check their keys all or nothing, at cost 1; whether each was admitted.
+fn race(
+    lim: &Arc<RuleLimiter<ManualClock>>,
+    a: [&'static str; 2],
+    b: [&'static str; 2],
+) -> [bool; 2] {
+    let spawn = |keys: [&'static str; 2]| {
+        let lim = lim.clone();
+        thread::spawn(move || lim.check_all_n(&keys, 1).is_ok())
+    };
+    let (a, b) = (spawn(a), spawn(b));
+    [a.join().unwrap(), b.join().unwrap()]
+}
+
 /// The units left in `key`'s bucket (a peek).
 fn left(lim: &RuleLimiter<ManualClock>, key: &str) -> u64 {
     lim.check_n(key, 0).unwrap().remaining()
@@ -35,16 +54,8 @@ fn all_or_nothing_over_overlapping_keys_keeps_no_refused_charge() {
     model(|| {
         // The tenant has room for one request; each user for one. Whoever is refused must
         // leave its user's bucket and the tenant's untouched.
-        let lim = Arc::new(RuleLimiter::with_clock(
-            rules(&[("a_tenant", "1/h burst 1"), ("user", "1/h burst 1")]),
-            ManualClock::new(),
-        ));
-        let spawn = |user: &'static str| {
-            let lim = lim.clone();
-            thread::spawn(move || lim.check_all_n(&["a_tenant/t", user], 1).is_ok())
-        };
-        let (a, b) = (spawn("user/1"), spawn("user/2"));
-        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let lim = limiter(rules(&[("a_tenant", "1/h burst 1"), ("user", "1/h burst 1")]));
+        let [a, b] = race(&lim, ["a_tenant/t", "user/1"], ["a_tenant/t", "user/2"]);
         assert!(a ^ b, "exactly one fits the tenant: {a} {b}");
         assert_eq!(left(&lim, "a_tenant/t"), 0);
         assert_eq!(left(&lim, "user/1"), u64::from(!a), "user/1 kept a charge only if admitted");
@@ -57,18 +68,11 @@ fn refused_charges_on_a_shared_bucket_are_all_given_back() {
     model(|| {
         // Both charge the shared bucket first, then their own, which is already full: both are
         // refused, and the shared bucket must end as it began, whatever order the refunds run in.
-        let lim = Arc::new(RuleLimiter::with_clock(
-            rules(&[("a_shared", "1/h burst 3"), ("user", "1/h burst 1")]),
-            ManualClock::new(),
-        ));
+        let lim = limiter(rules(&[("a_shared", "1/h burst 3"), ("user", "1/h burst 1")]));
         lim.check("user/1").unwrap();
         lim.check("user/2").unwrap();
-        let spawn = |user: &'static str| {
-            let lim = lim.clone();
-            thread::spawn(move || lim.check_all_n(&["a_shared/s", user], 1).is_ok())
-        };
-        let (a, b) = (spawn("user/1"), spawn("user/2"));
-        assert!(!a.join().unwrap() && !b.join().unwrap());
+        let [a, b] = race(&lim, ["a_shared/s", "user/1"], ["a_shared/s", "user/2"]);
+        assert!(!a && !b);
         assert_eq!(left(&lim, "a_shared/s"), 3, "no refused request kept its charge");
     });
 }
@@ -76,8 +80,7 @@ fn refused_charges_on_a_shared_bucket_are_all_given_back() {
 #[test]
 fn reload_racing_a_check_neither_loses_nor_adds_an_admission() {
     model(|| {
-        let lim =
-            Arc::new(RuleLimiter::with_clock(rules(&[("k", "1/h burst 2")]), ManualClock::new()));
+        let lim = limiter(rules(&[("k", "1/h burst 2")]));
         lim.check("k/a").unwrap(); // one left
         let checker = {
             let lim = lim.clone();
@@ -101,8 +104,7 @@ fn reload_racing_the_first_check_of_a_key_keeps_its_admission() {
     model(|| {
         // The key is new: its check may insert it into the old tables while they are closed
         // and handed over, or into the new ones; either way its one unit stays spent.
-        let lim =
-            Arc::new(RuleLimiter::with_clock(rules(&[("k", "1/h burst 1")]), ManualClock::new()));
+        let lim = limiter(rules(&[("k", "1/h burst 1")]));
         let checker = {
             let lim = lim.clone();
             thread::spawn(move || lim.check("k/new").is_ok())
@@ -124,17 +126,15 @@ fn refused_charges_on_a_shared_overflow_bucket_are_given_back() {
         // by its shared overflow bucket (burst 2). Both requests charge it, then one is refused by
         // "b/full": the shared bucket must keep exactly the admitted request's unit.
         let mut rules = rules(&[("a", "1/h burst 1"), ("b", "1/h burst 1")]);
-        rules.insert("a", [q("1/h burst 1")]).overflow(OverflowPolicy::SharedBucket(q("1/h burst 2")));
-        let lim = Arc::new(RuleLimiter::with_clock(rules, ManualClock::new()));
+        rules
+            .insert("a", [q("1/h burst 1")])
+            .overflow(OverflowPolicy::SharedBucket(q("1/h burst 2")));
+        let lim = limiter(rules);
         for key in ["a/1", "a/2", "a/3", "a/4", "b/full"] {
             lim.check(key).unwrap();
         }
-        let spawn = |keys: [&'static str; 2]| {
-            let lim = lim.clone();
-            thread::spawn(move || lim.check_all_n(&keys, 1).is_ok())
-        };
-        let (a, b) = (spawn(["a/5", "b/free"]), spawn(["a/6", "b/full"]));
-        assert!(a.join().unwrap() && !b.join().unwrap());
+        let [a, b] = race(&lim, ["a/5", "b/free"], ["a/6", "b/full"]);
+        assert!(a && !b);
         assert!(lim.check("a/7").is_ok(), "the refused request kept its shared charge");
         assert!(lim.check("a/8").is_err(), "the admitted request's shared charge was lost");
     });

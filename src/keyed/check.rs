@@ -49,7 +49,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let now = self.rate.units_at(now_ns);
         let ask = Ask { now, now_ns, n, max_wait: 0, shared_overflow: true, start: &|| 0 };
         match self.take(key, ask) {
-            Ok(taken) => Ok(Admitted::from_units(taken.state.saturating_sub(taken.now), taken.scale)),
+            Ok(taken) => {
+                Ok(Admitted::from_units(taken.state.saturating_sub(taken.now), taken.scale))
+            }
             Err(declined) => Err(declined.denied()),
         }
     }

@@ -14,9 +14,10 @@ mod slot;
 mod snapshot;
 mod table;
 
+pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
 pub(crate) use check::Ask;
 pub(crate) use handoff::Charged;
-pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub(crate) use hasher::RandomSeed;
 pub use overflow::OverflowPolicy;
 pub use snapshot::KeyState;
 

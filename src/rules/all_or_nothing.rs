@@ -89,8 +89,12 @@ enum Mark {
     Charged(Where),
     /// Conformed, with nothing to give back (a peek, or a charge given back); in the shared
     /// overflow bucket, or not.
-    Clear { shared: bool },
-    Refused { shared: bool },
+    Clear {
+        shared: bool,
+    },
+    Refused {
+        shared: bool,
+    },
 }
 
 impl Mark {
@@ -98,7 +102,9 @@ impl Mark {
     fn shared(self) -> bool {
         matches!(
             self,
-            Mark::Charged(Where::Shared) | Mark::Clear { shared: true } | Mark::Refused { shared: true }
+            Mark::Charged(Where::Shared)
+                | Mark::Clear { shared: true }
+                | Mark::Refused { shared: true }
         )
     }
 
@@ -274,7 +280,8 @@ impl<C: Clock + 'static> Pass<'_, C> {
             let table = self.table(entry);
             let key = self.keys[entry.key as usize];
             table.give_back(key, at, entry.state, self.n, now_ns);
-            entry.state = entry.state.saturating_sub(table.rate_of(at == Where::Shared).cost(self.n));
+            entry.state =
+                entry.state.saturating_sub(table.rate_of(at == Where::Shared).cost(self.n));
             entry.mark = Mark::Clear { shared: at == Where::Shared };
         }
     }

@@ -283,28 +283,30 @@ quota = "50/s"
 
     #[test]
     fn errors_name_the_line_the_rule_and_the_bad_part() {
-        let err = |text: &str| Rules::from_toml(text).unwrap_err();
-        let e = err("a = \"1/s\"\n\nb = [\"1/s\", \"x/s\"]\n");
-        assert_eq!((e.line(), e.rule()), (Some(3), Some("b")));
-        assert!(e.message().contains("\"x/s\""), "{e}");
-        let e = err("a = \"1/s\"\na.b = \"1/s\"\n");
-        assert_eq!(e.line(), Some(2), "{e}");
-        let e = err("x = { quota = \"1/s\", shadw = true }");
-        assert!(e.message().contains("\"shadw\""), "{e}");
-        let e = err("x = { quota = \"1/s\", capacity = 0 }");
-        assert!(e.message().contains("capacity"), "{e}");
-        let e = err("x = { quota = \"1/s\", overflow = \"drop\" }");
-        assert!(e.message().contains("\"drop\""), "{e}");
-        let e = err("x = { quota = \"1/s\", overflow = \"shared 5/fortnight\" }");
-        assert!(e.message().contains("fortnight"), "{e}");
-        let e = err("x = { shadow = true }");
-        assert!(e.message().contains("no \"quota\""), "{e}");
-        let e = err("x = 3");
-        assert!(e.message().contains("the number 3"), "{e}");
-        let e = err("x = [1]");
-        assert!(e.message().contains("quota 1 of the list"), "{e}");
-        let e = err("x = \"1/s\"\ny = \n");
-        assert_eq!(e.line(), Some(2), "{e}");
-        assert!(e.to_string().starts_with("line 2: not valid TOML"), "{e}");
+        // (text, line, rule, a part of the message)
+        let cases: [(&str, usize, Option<&str>, &str); 11] = [
+            ("a = \"1/s\"\n\nb = [\"1/s\", \"x/s\"]\n", 3, Some("b"), "\"x/s\""),
+            ("a = \"1/s\"\na.b = \"1/s\"\n", 2, None, "not valid TOML"),
+            ("x = { quota = \"1/s\", shadw = true }", 1, Some("x"), "\"shadw\""),
+            ("x = { quota = \"1/s\", capacity = 0 }", 1, Some("x"), "capacity"),
+            ("x = { quota = \"1/s\", overflow = \"drop\" }", 1, Some("x"), "\"drop\""),
+            (
+                "x = { quota = \"1/s\", overflow = \"shared 5/fortnight\" }",
+                1,
+                Some("x"),
+                "fortnight",
+            ),
+            ("x = { shadow = true }", 1, Some("x"), "no \"quota\""),
+            ("x = 3", 1, Some("x"), "the number 3"),
+            ("x = [1]", 1, Some("x"), "quota 1 of the list"),
+            ("x = \"1/s\"\ny = \n", 2, None, "not valid TOML"),
+            ("x = \"1/s\"\n\"\" = { quota = \"1/s\", shadow = 1 }", 2, Some(""), "shadow"),
+        ];
+        for (text, line, rule, says) in cases {
+            let e = Rules::from_toml(text).unwrap_err();
+            assert_eq!((e.line(), e.rule()), (Some(line), rule), "{text:?}: {e}");
+            assert!(e.message().contains(says), "{text:?}: {e}");
+            assert!(e.to_string().starts_with(&format!("line {line}: ")), "{e}");
+        }
     }
 }

@@ -8,11 +8,10 @@
 //! paths, longest first, and tries only those: a length `l` is a candidate when the key is `l`
 //! bytes long or has a `/` at byte `l`, and then one hash lookup of `key[..l]` decides. So a check
 //! costs at most one lookup per distinct configured length, whatever the key, and allocates
-//! nothing. The map holds only configured paths, so a fast unseeded hash cannot be flooded by
-//! keys: a key's lookup probes one bucket of a map the client does not choose.
+//! nothing. Many paths of one length go to a hash map with the keyed tables' fast seeded hasher.
 
+use crate::keyed::RandomSeed;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// Rule paths and their rule numbers, ready for lookups.
 #[derive(Debug)]
@@ -29,7 +28,7 @@ enum Paths {
     /// A few: compared one by one, first on their first 8 bytes packed in a word.
     Few(Box<[(u64, Box<str>, usize)]>),
     /// Many: a hash map.
-    Many(HashMap<Box<str>, usize, BuildHasherDefault<PathHasher>>),
+    Many(HashMap<Box<str>, usize, RandomSeed>),
 }
 
 /// Up to this many paths of one length are compared one by one.
@@ -85,7 +84,9 @@ impl Resolver {
                         paths.into_iter().map(|(p, rule)| (head(p.as_bytes()), p.into(), rule));
                     Paths::Few(few.collect())
                 } else {
-                    Paths::Many(paths.into_iter().map(|(p, rule)| (p.into(), rule)).collect())
+                    let mut map = HashMap::with_capacity_and_hasher(paths.len(), RandomSeed::new());
+                    map.extend(paths.into_iter().map(|(p, rule)| (p.into(), rule)));
+                    Paths::Many(map)
                 };
                 (len, paths)
             })
@@ -110,46 +111,6 @@ impl Resolver {
             }
         }
         self.default
-    }
-}
-
-/// FxHash's step (a rotate, an xor and a multiply per 8 bytes): fast on short paths.
-#[derive(Default)]
-pub(crate) struct PathHasher(u64);
-
-impl Hasher for PathHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            // The length goes in too, so "ab" and "ab\0" differ.
-            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl PathHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 
