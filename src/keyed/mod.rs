@@ -17,7 +17,7 @@ mod table;
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
 pub(crate) use check::Ask;
 pub(crate) use handoff::Charged;
-pub(crate) use hasher::RandomSeed;
+pub(crate) use hasher::{head, RandomSeed};
 pub use overflow::OverflowPolicy;
 pub use snapshot::KeyState;
 

@@ -3,7 +3,7 @@
 //!
 //! # Implementation details
 //!
-//! The buckets are charged one by one in a canonical order (by rule, quota, then key), so two
+//! The buckets are charged one by one in a canonical order (by rule, key, then quota), so two
 //! requests over the same buckets meet at the first one they share instead of each holding a
 //! bucket the other needs. When a bucket refuses, every charge already made is given back where
 //! it was made (`bucket::give_back`: the whole charge on a clock that stands still, whatever
@@ -23,7 +23,7 @@
 //! mixed-width fields, they cost store-forwarding stalls measured at a third of the check.
 
 use super::check::first_state;
-use super::counters::{self, Count};
+use super::counters::Count;
 use super::generation::{Generation, Table, MOVED};
 use super::RuleLimiter;
 use crate::clock::Clock;
@@ -114,43 +114,49 @@ impl Mark {
 }
 
 /// Decides a request of cost `n` for `keys`, each with its rule's number in `rules` (keys with no
-/// rule left out), on `generation`.
+/// rule left out), on `generation`; `thread` is this thread's counter index.
 pub(super) fn decide<C: Clock + 'static>(
     lim: &RuleLimiter<C>,
     generation: &Generation<C>,
     keys: &[&str],
-    rules: &[(u32, u32)],
+    rules: &mut [(u32, u32)],
     n: u64,
-    moved_is_final: bool,
+    (moved_is_final, thread): (bool, usize),
 ) -> Step {
-    let count: usize =
-        rules.iter().map(|&(_, rule)| generation.rules[rule as usize].tables.len()).sum();
+    // The canonical order: by rule, then key, then quota. Keys are compared only between two
+    // keys of one rule; an insertion sort of a few pairs, most often already in order.
+    for i in 1..rules.len() {
+        let mut j = i;
+        while j > 0 && {
+            let ((a_key, a_rule), (b_key, b_rule)) = (rules[j - 1], rules[j]);
+            a_rule.cmp(&b_rule).then_with(|| keys[a_key as usize].cmp(keys[b_key as usize])).is_gt()
+        } {
+            rules.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    let quotas = |rule: u32| generation.rules[rule as usize].tables.len();
+    let count: usize = rules.iter().map(|&(_, rule)| quotas(rule)).sum();
     if count == 0 {
         return Step::Decided(UNTRACKED);
     }
-    let entries = rules.iter().flat_map(|&(key, rule)| {
-        let quotas = generation.rules[rule as usize].tables.len() as u32;
-        (0..quotas).map(move |quota| Entry { key, rule, quota, ..Entry::default() })
-    });
-    // Keys are compared only between buckets of one quota of one rule (two keys of one rule).
-    let order = |a: &Entry, b: &Entry| {
-        let by_key = || keys[a.key as usize].cmp(keys[b.key as usize]);
-        a.rule.cmp(&b.rule).then(a.quota.cmp(&b.quota)).then_with(by_key)
+    let pass = Pass { lim, generation, keys, n, moved_is_final, thread };
+    let fill = |entries: &mut [Entry]| {
+        let mut i = 0;
+        for &(key, rule) in rules.iter() {
+            for quota in 0..quotas(rule) as u32 {
+                entries[i] = Entry { key, rule, quota, ..Entry::default() };
+                i += 1;
+            }
+        }
     };
-    let pass = Pass { lim, generation, keys, n, moved_is_final };
     if count <= INLINE {
         let mut inline = [Entry::default(); INLINE];
-        for (slot, entry) in inline.iter_mut().zip(entries) {
-            *slot = entry;
-        }
-        let entries = &mut inline[..count];
-        if !entries.is_sorted_by(|a, b| order(a, b).is_le()) {
-            entries.sort_unstable_by(order);
-        }
-        pass.run(entries)
+        fill(&mut inline[..count]);
+        pass.run(&mut inline[..count])
     } else {
-        let mut entries: Vec<Entry> = entries.collect();
-        entries.sort_unstable_by(order);
+        let mut entries = vec![Entry::default(); count];
+        fill(&mut entries);
         pass.run(&mut entries)
     }
 }
@@ -161,6 +167,8 @@ struct Pass<'a, C: Clock + 'static> {
     keys: &'a [&'a str],
     n: u64,
     moved_is_final: bool,
+    /// This thread's counter index.
+    thread: usize,
 }
 
 impl<C: Clock + 'static> Pass<'_, C> {
@@ -288,7 +296,7 @@ impl<C: Clock + 'static> Pass<'_, C> {
 
     /// Counts the request once for each rule it met.
     fn count(&self, entries: &[Entry], denied: bool) {
-        let thread = counters::thread_index();
+        let thread = self.thread;
         let mut start = 0;
         while start < entries.len() {
             let rule = entries[start].rule;

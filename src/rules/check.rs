@@ -145,8 +145,9 @@ impl<C: Clock + 'static> RuleLimiter<C> {
                         return self.check_one(generation, rule, found, n, moved_is_final);
                     }
                     _ => {
-                        let rules = [(0, rule_number as u32)];
-                        all_or_nothing::decide(self, generation, &[key], &rules, n, moved_is_final)
+                        let rules = &mut [(0, rule_number as u32)];
+                        let pass = (moved_is_final, thread);
+                        all_or_nothing::decide(self, generation, &[key], rules, n, pass)
                     }
                 };
                 match step {
@@ -225,7 +226,7 @@ impl<C: Clock + 'static> RuleLimiter<C> {
     pub fn check_all_n(&self, keys: &[&str], n: u64) -> Result<Admitted, Denied> {
         let mut moved_on: Option<Arc<Generation<C>>> = None;
         loop {
-            let step = self.current.with(|generation, _thread| {
+            let step = self.current.with(|generation, thread| {
                 let moved_is_final = moved_on.as_ref().is_some_and(|g| Arc::ptr_eq(g, generation));
                 // Each key's rule, by the key's index (keys with none left out). A plain loop:
                 // through an iterator adapter the pairs come back through memory (a stall each).
@@ -239,14 +240,15 @@ impl<C: Clock + 'static> RuleLimiter<C> {
                     }
                     len
                 };
+                let pass = (moved_is_final, thread);
                 let step = if keys.len() <= all_or_nothing::INLINE {
                     let mut rules = [(0, 0); all_or_nothing::INLINE];
                     let len = resolve(&mut rules);
-                    all_or_nothing::decide(self, generation, keys, &rules[..len], n, moved_is_final)
+                    all_or_nothing::decide(self, generation, keys, &mut rules[..len], n, pass)
                 } else {
                     let mut rules = vec![(0, 0); keys.len()];
                     let len = resolve(&mut rules);
-                    all_or_nothing::decide(self, generation, keys, &rules[..len], n, moved_is_final)
+                    all_or_nothing::decide(self, generation, keys, &mut rules[..len], n, pass)
                 };
                 match step {
                     Step::Decided(figures) => Ok(figures),

@@ -10,7 +10,7 @@
 //! costs at most one lookup per distinct configured length, whatever the key, and allocates
 //! nothing. Many paths of one length go to a hash map with the keyed tables' fast seeded hasher.
 
-use crate::keyed::RandomSeed;
+use crate::keyed::{head, RandomSeed};
 use std::collections::HashMap;
 
 /// Rule paths and their rule numbers, ready for lookups.
@@ -33,16 +33,6 @@ enum Paths {
 
 /// Up to this many paths of one length are compared one by one.
 const FEW: usize = 8;
-
-/// The first 8 bytes of `bytes`, zero-padded, as a word. Built in registers: a `memcpy` into a
-/// stack word read back whole stalls store forwarding (measured: a third of a check).
-#[inline]
-fn head(bytes: &[u8]) -> u64 {
-    match bytes.first_chunk::<8>() {
-        Some(first) => u64::from_le_bytes(*first),
-        None => bytes.iter().rev().fold(0, |word, &byte| word << 8 | u64::from(byte)),
-    }
-}
 
 impl Paths {
     #[inline]
@@ -146,13 +136,6 @@ mod tests {
         assert_eq!(r.resolve("ip/10.0.0.042/x"), Some(42));
         assert_eq!(r.resolve("ip/10.0.0.420"), Some(100));
         assert_eq!(r.resolve("ip/10.0.0.04"), Some(100));
-    }
-
-    #[test]
-    fn heads_pack_the_first_bytes() {
-        assert_eq!(head(b"ab"), u64::from_le_bytes(*b"ab\0\0\0\0\0\0"));
-        assert_eq!(head(b"abcdefghij"), u64::from_le_bytes(*b"abcdefgh"));
-        assert_eq!(head(b""), 0);
     }
 
     #[test]
