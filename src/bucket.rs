@@ -75,7 +75,8 @@
 //! `w >= F` wherever the charge stands among other charges and admissions (the argument is in
 //! `bucket/give_back.rs`); on a clock that stood still that is the whole charge, so refused
 //! requests keep nothing. [`seal_moved`] raises a word to the highest state, which refuses every
-//! request, for a bucket whose state was handed over to another.
+//! request, for a bucket whose state was handed over to another, and [`add_level`] puts a level
+//! handed over on top of a bucket (`bucket/seal.rs`).
 //!
 //! **Orderings.** Every operation on the word is `Relaxed` on a limiter: the word is the whole
 //! state and publishes no other memory; read-modify-writes of one location are totally ordered at
@@ -85,10 +86,12 @@
 //! write could land in a word that has changed owner.
 
 mod give_back;
+mod seal;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-pub(crate) use give_back::{give_back, seal_moved};
+pub(crate) use give_back::give_back;
+pub(crate) use seal::{add_level, seal_moved};
 
 use crate::gcra::{Rate, Refusal};
 use crate::sync::{AtomicU64, Ordering, LOOM};

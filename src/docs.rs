@@ -209,8 +209,8 @@ pub mod rules {
     //! becomes the level of the new rule's i-th quota, capped at that quota's burst and rounded
     //! up to a whole unit of it (against the caller); a new quota without a counterpart starts
     //! empty; a key that no longer matches any rule is no longer tracked. A key with a level that
-    //! finds no room in its new table keeps it for when it finds room. Shared overflow buckets
-    //! start empty.
+    //! finds no room in its new table keeps it for when it finds room. A shared overflow bucket's
+    //! level goes to the new rules' shared bucket of the same rule path and quota, if any.
     //!
     //! ```
     //! use leakgate::{ManualClock, RuleLimiter, Rules};

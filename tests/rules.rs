@@ -263,3 +263,20 @@ fn a_reload_into_a_smaller_table_keeps_the_levels_of_keys_with_no_room() {
     let admitted = (0..200).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
     assert_eq!(admitted, 0, "a key whose level waited for room was admitted again");
 }
+
+#[test]
+fn a_reload_hands_the_shared_overflow_buckets_level_over() {
+    let rules = |shared: &str| {
+        let mut rules = Rules::new();
+        let policy = OverflowPolicy::SharedBucket(q(shared));
+        rules.insert("ip", [q("1/h")]).capacity(64).overflow(policy);
+        rules
+    };
+    let lim = RuleLimiter::with_clock(rules("1/s burst 10"), ManualClock::new());
+    let admitted = (0..100).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
+    assert_eq!(admitted, 64 + 10, "the table, then the shared bucket, are full");
+    lim.reload(rules("1/s burst 12"));
+    // The 64 keys keep their full buckets; the shared bucket keeps its 10 under the new burst.
+    let late = (100..200).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
+    assert_eq!(late, 2, "only the new burst's extra room");
+}

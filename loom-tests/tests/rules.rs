@@ -139,3 +139,36 @@ fn refused_charges_on_a_shared_overflow_bucket_are_given_back() {
         assert!(lim.check("a/8").is_err(), "the admitted request's shared charge was lost");
     });
 }
+
+#[test]
+fn reload_racing_a_check_on_the_shared_overflow_bucket_keeps_its_admission() {
+    model(|| {
+        // The table is full, so "a/5" is served by the shared bucket (burst 1), on the old rules
+        // or on the new ones; or it finds room in the new table before the reload has moved the
+        // old keys there, and gets a bucket of its own. Either way the shared bucket admits one
+        // request in all, across the reload.
+        let shared = || {
+            let mut rules = rules(&[]);
+            let policy = OverflowPolicy::SharedBucket(q("1/h burst 1"));
+            rules.insert("a", [q("1/h burst 1")]).overflow(policy);
+            rules
+        };
+        let lim = limiter(shared());
+        for key in ["a/1", "a/2", "a/3", "a/4"] {
+            lim.check(key).unwrap();
+        }
+        let checker = {
+            let lim = lim.clone();
+            thread::spawn(move || lim.check("a/5").is_ok())
+        };
+        let reloader = {
+            let lim = lim.clone();
+            thread::spawn(move || lim.reload(shared()))
+        };
+        assert!(checker.join().unwrap(), "the shared bucket had its unit");
+        reloader.join().unwrap();
+        let own_bucket = !lim.buckets("a/5", 0.0).is_empty();
+        let shared_after = ["a/6", "a/7"].iter().filter(|key| lim.check(key).is_ok()).count();
+        assert_eq!(shared_after, usize::from(own_bucket), "the shared unit was given twice");
+    });
+}

@@ -1,5 +1,4 @@
-//! [`give_back`]: taking back a charge whose request was refused after all, and
-//! [`seal_moved`]: marking a bucket whose state was handed to another.
+//! [`give_back`]: taking back a charge whose request was refused after all.
 //!
 //! # Why any lowering `give_back` makes is safe
 //!
@@ -75,27 +74,6 @@ pub(crate) fn give_back<W: Word>(
     }
 }
 
-/// Seals `word` for a bucket whose state was handed to another: raises it to `W::MAX_STATE`, a
-/// state every request of cost 1 or more is refused at, from the state it held, which it returns
-/// (`Ok(None)` if it was sealed already). A raise, so it needs no lowering hook; a check that
-/// read the state before the seal and writes after it loses its CAS and sees the seal.
-///
-/// A `Release` fence comes first: a reader that sees the seal with `Acquire` (a keyed slot's
-/// loads are) also sees everything written before the call, for instance where the state went.
-pub(crate) fn seal_moved<W: Word>(word: &W) -> Result<Option<u64>, W::Gone> {
-    crate::sync::fence(crate::sync::Ordering::Release);
-    let mut tat = word.load()?;
-    loop {
-        if tat == W::MAX_STATE {
-            return Ok(None);
-        }
-        match word.compare_exchange(tat, W::MAX_STATE) {
-            Ok(()) => return Ok(Some(tat)),
-            Err(found) => tat = found?,
-        }
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -166,13 +144,5 @@ mod tests {
         let word = AtomicU64::new(10);
         assert_eq!(give_back(&word, 440, 40, 0, || 0), Ok(10));
         assert_eq!(value(&word), 0);
-    }
-
-    #[test]
-    fn sealing_returns_the_state_once() {
-        let word = AtomicU64::new(440);
-        assert_eq!(seal_moved(&word), Ok(Some(440)));
-        assert_eq!(value(&word), u64::MAX);
-        assert_eq!(seal_moved(&word), Ok(None));
     }
 }

@@ -130,6 +130,22 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
+    /// Seals the shared overflow bucket (see [`bucket::seal_moved`]): the state it held, `None`
+    /// if there is none or it was sealed already.
+    pub(crate) fn seal_shared(&self) -> Option<u64> {
+        let shared = self.overflow.shared.as_ref()?;
+        // The shared bucket's slot never changes key, so it is never moved or sealed.
+        bucket::seal_moved(&shared.slot()).ok().flatten()
+    }
+
+    /// Adds `level` units of the shared overflow bucket's rate to it, as of the clock reading
+    /// `now_ns` (see [`bucket::add_level`]); nothing if there is no shared bucket.
+    pub(crate) fn add_to_shared(&self, level: u64, now_ns: u64) {
+        if let Some(shared) = &self.overflow.shared {
+            let _ = bucket::add_level(&shared.slot(), level, shared.rate.units_at(now_ns));
+        }
+    }
+
     /// Every tracked key with its raw state, for a reload (takes no lock checks wait on).
     pub(crate) fn for_each_state(&self, mut f: impl FnMut(K, u64)) {
         self.table.for_each(|key, tat, _| f(key, tat));

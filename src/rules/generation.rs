@@ -179,18 +179,23 @@ impl<C: Clock> Generation<C> {
 }
 
 /// The first state, in rate `to`, of a bucket whose state was `tat` in rate `from`, as of `at_ns`:
-/// its level `(tat - now) / T` rounded up to whole units of `to`, capped at `to`'s burst; 0 for an
-/// empty bucket.
+/// its level (see [`level`]) on top of that time; 0 for an empty bucket.
 pub(crate) fn carry(tat: u64, from: &Rate, to: &Rate, at_ns: u64) -> u64 {
+    match level(tat, from, to, at_ns) {
+        0 => 0,
+        level => to.ns_to_units_ceil(at_ns).saturating_add(level).min(MOVED - 1),
+    }
+}
+
+/// The level of a bucket whose state was `tat` in rate `from`, as of `at_ns`, in units of rate
+/// `to`: `(tat - now) / T` rounded up to whole units of `to` (against the caller), capped at
+/// `to`'s burst.
+pub(crate) fn level(tat: u64, from: &Rate, to: &Rate, at_ns: u64) -> u64 {
     // Rounded down, so the backlog (and the level) is never smaller than exact.
     let backlog = tat.saturating_sub(from.units_at(at_ns));
-    if backlog == 0 {
-        return 0;
-    }
     let (from_s, to_s) = (from.scale().interval(), to.scale().interval());
     let level = (u128::from(backlog) * u128::from(to_s)).div_ceil(u128::from(from_s));
-    let level = u64::try_from(level).unwrap_or(u64::MAX).min(to.scale().tau());
-    to.ns_to_units_ceil(at_ns).saturating_add(level).min(MOVED - 1)
+    u64::try_from(level).unwrap_or(u64::MAX).min(to.scale().tau())
 }
 
 #[cfg(all(test, not(loom)))]

@@ -1,9 +1,10 @@
 //! [`RuleLimiter::reload`]: new rules in force at once, every tracked key keeping its level.
 
 use super::check::first_state;
-use super::generation::{Generation, MOVED};
+use super::generation::{level, Generation, MOVED};
 use super::{RuleLimiter, Rules};
 use crate::clock::Clock;
+use crate::keyed::OverflowPolicy;
 use crate::sync;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -47,9 +48,30 @@ impl<C: Clock + 'static> RuleLimiter<C> {
         self.current.store(new.clone());
         old.close();
         self.hand_over_all(&old, &new);
+        self.hand_over_shared(&old, &new);
         // Every key the old tables held is in the new ones (or had no counterpart): new keys
         // start empty from now on, and the old tables go when the last check on them ends.
         drop(new.source.store(None));
+    }
+
+    /// Hands each shared overflow bucket of `old` over to the one of `new` for the same rule
+    /// path and quota, if there is one: the old one is sealed (a check still on it starts again
+    /// on `new`), and its level goes on top of what the new one admitted meanwhile.
+    fn hand_over_shared(&self, old: &Generation<C>, new: &Generation<C>) {
+        for rule in new.rules.iter() {
+            let Some(before) = old.rules.iter().find(|before| before.path == rule.path) else {
+                continue;
+            };
+            for (to, from) in rule.tables.iter().zip(before.tables.iter()) {
+                if !matches!(to.overflow_policy(), OverflowPolicy::SharedBucket(_)) {
+                    continue;
+                }
+                if let Some(tat) = from.seal_shared() {
+                    let level = level(tat, from.rate_of(true), to.rate_of(true), new.since_ns);
+                    to.add_to_shared(level, self.clock.now_ns());
+                }
+            }
+        }
     }
 
     /// Hands every key tracked in `old` over to `new` (keys arriving in `new` meanwhile are

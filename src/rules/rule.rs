@@ -114,7 +114,8 @@ impl Rule {
     /// shared by every such key ([`OverflowPolicy::SharedBucket`]). Each quota of the rule has its
     /// own table, so each has its own shared bucket with the policy's quota. A request checked
     /// against several buckets gives a shared bucket's charge back as any other when another
-    /// bucket refuses; a shared bucket starts empty again after a reload.
+    /// bucket refuses; a reload hands a shared bucket's level over to the new rules' shared
+    /// bucket of the same rule path and quota, if there is one.
     ///
     /// ```
     /// use leakgate::{OverflowPolicy, Rule};
