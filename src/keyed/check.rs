@@ -84,9 +84,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                         return Ok(Taken { state, now, scale, slot: Some(found) });
                     }
                     Ok(Err(refused)) => {
-                        let wait = refused.why.wait();
-                        let scale = self.rate.scale();
-                        return Err(Declined { tat: refused.tat, now, wait, scale });
+                        return Err(Declined::of(refused, now, self.rate.scale()));
                     }
                     Err(Tat::Sealed) => insert = true,
                     Err(_) => {}
@@ -146,10 +144,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
             // The shared bucket's slot never changes key, so it is never moved or sealed.
             match bucket::take(&shared.slot(), &shared.rate, now, n, 0) {
                 Ok(Ok(state)) => return Ok(Taken { state, now, scale, slot: None }),
-                Ok(Err(refused)) => {
-                    let wait = refused.why.wait();
-                    return Err(Declined { tat: refused.tat, now, wait, scale });
-                }
+                Ok(Err(refused)) => return Err(Declined::of(refused, now, scale)),
                 Err(_) => {}
             }
         }
@@ -204,6 +199,12 @@ pub(crate) struct Declined {
 }
 
 impl Declined {
+    /// A refusal of the bucket protocol at `now`, in the units of a bucket of scale `scale`.
+    #[inline]
+    fn of(refused: bucket::Refused, now: u64, scale: Scale) -> Self {
+        Declined { tat: refused.tat, now, wait: refused.why.wait(), scale }
+    }
+
     /// The decision a caller sees.
     #[inline]
     pub(crate) fn denied(&self) -> Denied {

@@ -25,6 +25,9 @@ impl Charged {
     /// or a key no bucket holds).
     #[inline]
     pub(crate) fn of<K>(taken: &Taken<'_, K>, n: u64) -> Option<Charged> {
+        if n == 0 {
+            return None;
+        }
         match &taken.slot {
             Some(found) => {
                 let (group, slot, version) = found.locator();
@@ -32,8 +35,7 @@ impl Charged {
                 Some(Charged::Slot { group: group as u32, slot: slot as u8, version })
             }
             // An admission of cost 1 or more without a slot: the shared bucket served it.
-            None if n > 0 => Some(Charged::Shared),
-            None => None,
+            None => Some(Charged::Shared),
         }
     }
 }
@@ -48,7 +50,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Gives back `key`'s charge of `n` at `at`, which left its bucket at `after`, made at the
-    /// clock reading `charged_ns` (see [`bucket::give_back`]); the units given back.
+    /// clock reading `charged_ns` (see [`bucket::give_back`]).
     ///
     /// The clock the bound is taken at is this limiter's, or the table's idle mark if that is
     /// later: so after a clock that went back, a charge whose bucket was forgotten (and a new
