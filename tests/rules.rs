@@ -232,8 +232,8 @@ fn keys_with_no_room_share_the_overflow_bucket_and_a_refusal_gives_its_charge_ba
     let lim = RuleLimiter::with_clock(rules, clock.clone());
     let admitted = (0..1000).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
     assert_eq!(admitted, 64 + 10, "a bucket per slot, then the shared bucket's burst");
-    clock.advance(Duration::from_secs(10)); // the shared bucket is empty again
-                                            // A key with no room answers with the shared bucket's figures.
+    // The shared bucket is empty again; a key with no room answers with its figures.
+    clock.advance(Duration::from_secs(10));
     assert_eq!(lim.check("ip/new-1").unwrap().remaining(), 9);
     // Charged to the shared bucket, then refused by the gate (rules are charged in path order):
     // the shared charge goes back.

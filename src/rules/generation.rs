@@ -19,8 +19,8 @@
 //!   finds no room chooses nothing: its level stays in the source for the reload to keep.
 //! * **A replaced set is closed.** Before anything is handed over, the source is closed: its new
 //!   keys start `MOVED`, and a barrier on every shard lock waits for the inserts that chose their
-//!   state before. So a key absent from the source then is absent for ever (a late check on it is sent
-//!   to the new rules), and nothing is left behind once every key found is handed over.
+//!   state before. So a key absent from the source then is absent for ever (a late check on it
+//!   is sent to the new rules), and nothing is left behind once every key found is handed over.
 //!
 //! Levels are taken at `since_ns`, the clock reading when the reload began, and carried rounding
 //! against the caller: the level `(TAT - now) / T` in the old quota becomes `ceil` of that many
