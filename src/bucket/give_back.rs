@@ -145,4 +145,77 @@ mod tests {
         assert_eq!(give_back(&word, 440, 40, 0, || 0), Ok(10));
         assert_eq!(value(&word), 0);
     }
+
+    /// What a history does to the word, step by step.
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// The clock moves on by this many units.
+        Wait(u64),
+        /// A request of this cost is checked (and kept if admitted).
+        Check(u64),
+        /// A request of this cost is charged, to be refused later.
+        Charge(u64),
+        /// The charge of this index (among those outstanding) is given back.
+        GiveBack(usize),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..120).prop_map(Step::Wait),
+            (1u64..4).prop_map(Step::Check),
+            (1u64..4).prop_map(Step::Charge),
+            any::<usize>().prop_map(Step::GiveBack),
+        ]
+    }
+
+    /// The exact state from requests `(time, cost)` in the order they were written, from 0.
+    fn exact(requests: &[(u64, u64)]) -> u64 {
+        requests.iter().fold(0, |state, &(at, cost)| state.max(at) + cost)
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of charges, admissions, give-backs and clock moves, the word never
+        /// shows a bucket emptier than the exact model of what it still holds (admissions, and
+        /// charges less what was given back), so it never admits more; and on a clock that never
+        /// moves every charge goes back whole.
+        #[test]
+        fn given_back_charges_never_empty_the_word_below_the_exact_state(
+            steps in proptest::collection::vec(step(), 1..60),
+        ) {
+            let rate = crate::gcra::Rate::new(1, 10, 8).unwrap(); // S = 40 units, tau = 320
+            let word = AtomicU64::new(0);
+            let mut now = 0;
+            let mut moved = false;
+            // Every request written, in order: (time, cost left), and where the charges are.
+            let mut written: Vec<(u64, u64)> = Vec::new();
+            let mut charges: Vec<(usize, u64)> = Vec::new(); // (index in `written`, after)
+            for step in steps {
+                match step {
+                    Step::Wait(units) => {
+                        now += units;
+                        moved |= units > 0;
+                    }
+                    Step::Check(n) | Step::Charge(n) => {
+                        if let Ok(Ok(after)) = super::super::take(&word, &rate, now, n, 0) {
+                            written.push((now, rate.cost(n)));
+                            if matches!(step, Step::Charge(_)) {
+                                charges.push((written.len() - 1, after));
+                            }
+                        }
+                    }
+                    Step::GiveBack(i) if !charges.is_empty() => {
+                        let (index, after) = charges.swap_remove(i % charges.len());
+                        let (at, cost) = written[index];
+                        let back = give_back(&word, after, cost, at, || now).unwrap();
+                        proptest::prop_assert!(back <= cost);
+                        proptest::prop_assert!(moved || back == cost, "a still clock: all of it");
+                        written[index].1 = cost - back;
+                    }
+                    Step::GiveBack(_) => {}
+                }
+                proptest::prop_assert!(value(&word) >= exact(&written), "{} < {:?}", value(&word), written);
+            }
+        }
+    }
 }
