@@ -69,12 +69,29 @@
 //! A request that read the word before the undo and adds after it finds `old < now` at worst
 //! (the word went below its time) and takes its charge back in turn.
 //!
+//! **Giving back and sealing.** A request charged to several buckets (all or nothing) that one of
+//! them refuses takes its other charges back with [`give_back`]: it lowers the word, from
+//! whatever value it holds, by the charge less the time since the charge was made, which keeps
+//! `w >= F` wherever the charge stands among other charges and admissions (the argument is in
+//! `bucket/give_back.rs`); on a clock that stood still that is the whole charge, so refused
+//! requests keep nothing. [`seal_moved`] raises a word to the highest state, which refuses every
+//! request, for a bucket whose state was handed over to another, and [`add_level`] puts a level
+//! handed over on top of a bucket (`bucket/seal.rs`).
+//!
 //! **Orderings.** Every operation on the word is `Relaxed` on a limiter: the word is the whole
 //! state and publishes no other memory; read-modify-writes of one location are totally ordered at
 //! any ordering, which is all the invariant needs. A keyed slot's word is shared by the keys the
 //! slot holds in turn, and its [`Word`] implementation adds the orderings that pair the word with
 //! the slot's key (see `keyed/group.rs`); keyed slots never use the add path, whose unconditional
 //! write could land in a word that has changed owner.
+
+mod give_back;
+mod seal;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub(crate) use give_back::give_back;
+pub(crate) use seal::{add_level, seal_moved};
 
 use crate::gcra::{Rate, Refusal};
 use crate::sync::{AtomicU64, Ordering, LOOM};
@@ -322,130 +339,4 @@ fn record<W: Word>(word: &W, tat: u64, now: u64) {
 /// before the request. One strong CAS; `false` if anything moved the word since.
 pub(crate) fn undo<W: Word>(word: &W, after: u64, cost: u64) -> bool {
     word.lower(after, after - cost).is_ok()
-}
-
-/// Takes back a charge of `cost` units that left the word at `after`, for a request that was not
-/// admitted after all (all-or-nothing over several buckets). `now` reads the clock in units.
-/// Returns the units given back.
-///
-/// Exactly, when nothing moved the word since (one CAS back to `after - cost`). Otherwise
-/// requests were admitted on top of the charge; taking it all back would move their places
-/// earlier, below the times they were asked at if the bucket was nearly idle. So then only
-/// `min(cost, after - now)` is given back, with the clock read *after* the word was seen: every
-/// request on top starts at or after `after` and read its clock before writing what was seen, so
-/// none is moved below its time, and a word reset by an idle request (which only happens past
-/// `after`) gets nothing back. On a clock that stood still, or moved less than the bucket's
-/// backlog, that is the whole charge; otherwise at most the time the operation took stays, as an
-/// over-charge, until the bucket next drains.
-// Its first caller, the all-or-nothing check of several buckets, is being written.
-#[allow(dead_code)]
-pub(crate) fn refund<W: Word>(word: &W, after: u64, cost: u64, now: impl Fn() -> u64) -> u64 {
-    let mut found = match word.lower(after, after - cost) {
-        Ok(()) => return cost,
-        Err(found) => found,
-    };
-    for _ in 0..UNDO_TRIES {
-        let back = cost.min(after.saturating_sub(now()));
-        if found < after || back == 0 {
-            return 0;
-        }
-        match word.lower(found, found - back) {
-            Ok(()) => return back,
-            Err(now_found) => found = now_found,
-        }
-    }
-    0
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    /// One per 10 ns, burst 4: tau = 160 units of a quarter nanosecond.
-    fn rate() -> Rate {
-        Rate::new(1, 10, 4).unwrap()
-    }
-
-    #[test]
-    fn cas_path_admits_and_refuses_like_the_step() {
-        let (word, r) = (AtomicU64::new(0), rate());
-        assert_eq!(take(&word, &r, 400, 4, 0).unwrap(), Ok(560));
-        let refused = take(&word, &r, 400, 1, 0).unwrap().unwrap_err();
-        assert_eq!(refused, Refused { tat: 560, why: Refusal::Wait(40) });
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 560, "a denial writes nothing");
-    }
-
-    #[test]
-    fn requests_that_take_nothing_record_the_time() {
-        let (word, r) = (AtomicU64::new(0), rate());
-        assert_eq!(take(&word, &r, 1000, 0, 0).unwrap(), Ok(0));
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 1000);
-        assert!(take(&word, &r, 2000, 5, 0).unwrap().is_err());
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 2000);
-        // A busy word is not touched.
-        assert_eq!(take(&word, &r, 1500, 0, 0).unwrap(), Ok(2000));
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 2000);
-    }
-
-    #[test]
-    fn add_path_admits_on_a_busy_word_and_takes_back_an_overshoot() {
-        let (word, r) = (AtomicU64::new(440), rate());
-        assert!(matches!(add(&word, &r, 400, 1, 0, 440), Added::Admitted(480)));
-        // The bucket now holds 80 of 160 units; 3 more overshoot and are taken back exactly.
-        let Added::Refused(refused) = add(&word, &r, 400, 3, 0, 480) else { panic!() };
-        assert_eq!(refused, Refused { tat: 480, why: Refusal::Wait(40) });
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 480);
-    }
-
-    #[test]
-    fn add_path_starts_an_idle_bucket_at_now() {
-        let (word, r) = (AtomicU64::new(100), rate());
-        assert!(matches!(add(&word, &r, 400, 1, 0, 100), Added::Admitted(440)));
-    }
-
-    #[test]
-    fn add_path_gives_back_a_charge_on_a_lowered_word() {
-        // Read busy at 500, but an undo lowered it to 300 before the add at time 400.
-        let (word, r) = (AtomicU64::new(300), rate());
-        assert!(matches!(add(&word, &r, 400, 1, 0, 500), Added::Lowered));
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 300);
-    }
-
-    #[test]
-    fn room_to_add_keeps_half_the_bucket_spare() {
-        let r = rate(); // tau = 160, one unit of cost = 40
-        assert!(room_to_add(&r, 0, 400, 440, 0), "empty after one: 120 of 160 spare");
-        assert!(room_to_add(&r, 440, 400, 480, 0), "half full after: 80 spare");
-        assert!(!room_to_add(&r, 480, 400, 520, 0), "three quarters full after");
-        assert!(room_to_add(&r, 480, 400, 520, 1000), "a queue has its wait to spare too");
-    }
-
-    #[test]
-    fn refund_is_exact_alone_and_never_moves_a_later_admission_below_its_time() {
-        let word = AtomicU64::new(440);
-        assert_eq!(refund(&word, 440, 40, || 400), 40, "nothing on top: exact");
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 400);
-        // A charge 420..460 asked at 420, then an admission on top (460..500); at 450 only
-        // 460 - 450 = 10 units can go back without moving the later one below 450.
-        let word = AtomicU64::new(500);
-        assert_eq!(refund(&word, 460, 40, || 450), 10);
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 490);
-        // On a clock that stood still (440 the whole time), all of it.
-        let word = AtomicU64::new(520);
-        assert_eq!(refund(&word, 480, 40, || 440), 40);
-        // Reset below the charge by an idle request: nothing.
-        let word = AtomicU64::new(300);
-        assert_eq!(refund(&word, 490, 40, || 450), 0);
-        // Reset above it by a request asked after the charge's end: nothing either.
-        let word = AtomicU64::new(560);
-        assert_eq!(refund(&word, 490, 40, || 520), 0);
-    }
-
-    #[test]
-    fn undo_is_exact_or_nothing() {
-        let word = AtomicU64::new(520);
-        assert!(!undo(&word, 480, 40), "something was granted after it");
-        assert!(undo(&word, 520, 40));
-        assert_eq!(AtomicU64::load(&word, Ordering::Relaxed), 480);
-    }
 }

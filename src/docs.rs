@@ -3,7 +3,8 @@
 //! * [`meaning`]: what a quota is and what every number a decision reports means;
 //! * [`keyed`]: how a [`KeyedLimiter`](crate::KeyedLimiter) answers per key;
 //! * [`queue`]: the leaky bucket as a queue, reservations and waits;
-//! * [`concurrency`]: what the lock-free protocol guarantees under contention.
+//! * [`concurrency`]: what the lock-free protocol guarantees under contention;
+//! * [`rules`]: limits by key path, several quotas at once, and reloads.
 
 pub mod meaning {
     //! # What a quota and a decision mean
@@ -163,4 +164,70 @@ pub mod concurrency {
     //!   nanoseconds apart may each be judged at the other's, the later of the two.
     //!
     //! `src/bucket.rs` holds the protocol and the argument for each step.
+}
+
+pub mod rules {
+    //! # Rules: limits by key path
+    //!
+    //! [`Rules`](crate::Rules) map `/`-separated key paths to one or more quotas, and a
+    //! [`RuleLimiter`](crate::RuleLimiter) enforces them with a bucket per full key and quota.
+    //!
+    //! **Which rule.** A key is limited by the rule of its longest configured prefix cut at `/`:
+    //! for `"foo/bar/baz"`, the rule at `"foo/bar/baz"`, else `"foo/bar"`, else `"foo"`, else the
+    //! default rule `""` if there is one. `"foo/barn"` is not under `"foo/bar"`. A key that
+    //! matches no rule (or whose rule has no quotas) is admitted and not tracked: its decision
+    //! reports `remaining() == u64::MAX` and `reset_after() == 0`.
+    //!
+    //! **Several quotas, all or nothing.** A rule may hold several quotas (`10/s` and `1000/h`),
+    //! and [`check_all_n`](crate::RuleLimiter::check_all_n) checks several keys at once (tenant,
+    //! user, global), each under its own rule. A request of cost `n` conforms iff every bucket
+    //! involved conforms (each as in [`meaning`](super::meaning)); then every bucket is charged
+    //! `n`, otherwise none is, also under concurrency: a bucket charged before another refused
+    //! gets its charge back. A key named twice is charged once per naming. The decision reports
+    //! the smallest `remaining()` and the largest `reset_after()` over the buckets, and a denial
+    //! the largest `retry_after()` over the buckets that refuse (`None` if one of them never can
+    //! conform).
+    //!
+    //! Exactly so on a clock that does not move during the check (every test clock). On a
+    //! running clock a charge given back keeps the time since it was made (the check's own
+    //! duration, nanoseconds) until its bucket drains: a request aimed at that bucket's exact
+    //! boundary may then be refused. Nothing is ever admitted beyond a quota.
+    //!
+    //! **Shadow mode.** A rule in shadow mode decides and counts as usual but never refuses; a
+    //! request it would refuse takes nothing from its buckets.
+    //!
+    //! **No room.** Each quota of a rule has a [`KeyedLimiter`](crate::KeyedLimiter) table of the
+    //! rule's capacity. A new key that finds its table full of busy buckets gets the rule's
+    //! [`OverflowPolicy`](crate::OverflowPolicy): denied as by a full bucket, or checked against
+    //! the table's shared overflow bucket, whose charge is given back like any other when another
+    //! bucket refuses.
+    //!
+    //! **Reload.** [`reload`](crate::RuleLimiter::reload) puts new rules in force at once; checks
+    //! never block or fail meanwhile, and each is decided wholly on the old rules or wholly on the
+    //! new. Every tracked key keeps its level under whatever rule now matches it: its i-th
+    //! bucket's level (units in the bucket, `(TAT - now) / T`, at the time the reload began)
+    //! becomes the level of the new rule's i-th quota, capped at that quota's burst and rounded
+    //! up to a whole unit of it (against the caller); a new quota without a counterpart starts
+    //! empty; a key that no longer matches any rule is no longer tracked. A key with a level that
+    //! finds no room in its new table keeps it for when it finds room. A shared overflow bucket's
+    //! level goes to the new rules' shared bucket of the same rule path and quota, if any.
+    //!
+    //! ```
+    //! use leakgate::{ManualClock, RuleLimiter, Rules};
+    //! let mut rules = Rules::new();
+    //! rules.insert("rate_limit", ["1/s burst 10".parse()?]);
+    //! rules.insert("rate_limit/192.168.11.3", ["100/s burst 500".parse()?]);
+    //! rules.insert("api", ["10/s".parse()?, "1000/h".parse()?]);
+    //! let lim = RuleLimiter::with_clock(rules, ManualClock::new());
+    //! assert_eq!(lim.check("rate_limit/10.0.0.1").unwrap().remaining(), 9);
+    //! assert_eq!(lim.check("rate_limit/192.168.11.3").unwrap().remaining(), 499);
+    //! assert_eq!(lim.check_n("api/alice", 10).unwrap().remaining(), 0); // 10/s binds
+    //!
+    //! let mut stricter = Rules::new();
+    //! stricter.insert("api", ["1/s burst 12".parse()?]); // alice keeps her 10
+    //! lim.reload(stricter);
+    //! assert_eq!(lim.check_n("api/alice", 2).unwrap().remaining(), 0);
+    //! assert!(lim.check("rate_limit/10.0.0.1").is_ok()); // no rule any more: not tracked
+    //! # Ok::<(), leakgate::QuotaError>(())
+    //! ```
 }

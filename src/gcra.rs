@@ -207,12 +207,23 @@ impl Scale {
         self.tau
     }
 
-    /// Units to nanoseconds, rounded to the nearest, exactly: `units * period / (count * S)` in
-    /// `u128`, saturating at `u64::MAX`.
+    /// Units to nanoseconds, rounded to the nearest (halves up), exactly: `units * period /
+    /// (count * S)` in `u128`, saturating at `u64::MAX`. When a unit is exactly a quarter, a half
+    /// or a whole nanosecond (`T` a whole number of nanoseconds), the same value by a shift, with
+    /// no `u128` division: a decision over several buckets converts each one's figures.
+    #[inline]
     pub(crate) fn units_to_ns(&self, units: u64) -> u64 {
         // units and period are below 2^64, so their product fits u128; count * S < 2^66.
-        let numerator = u128::from(units) * u128::from(self.period_ns);
         let denominator = u128::from(self.count) * u128::from(self.interval);
+        let period = u128::from(self.period_ns);
+        if period << 2 == denominator {
+            return (units >> 2) + ((units >> 1) & 1);
+        } else if period << 1 == denominator {
+            return (units >> 1) + (units & 1);
+        } else if period == denominator {
+            return units;
+        }
+        let numerator = u128::from(units) * period;
         let (quotient, remainder) = (numerator / denominator, numerator % denominator);
         let rounded = quotient + u128::from(2 * remainder >= denominator);
         u64::try_from(rounded).unwrap_or(u64::MAX)
@@ -314,6 +325,25 @@ mod tests {
         assert!(Rate::new(1, u64::MAX, 1).is_none());
         assert_ne!((200 * YEAR_NS + 1) % 7, 0);
         assert!(Rate::new(7, 200 * YEAR_NS + 1, 7).is_none(), "fractional T: at most ~95 years");
+    }
+
+    #[test]
+    fn the_shift_conversion_agrees_with_the_division() {
+        let exact = |scale: Scale, units: u64| {
+            let n = u128::from(units) * u128::from(scale.period_ns);
+            let d = u128::from(scale.count) * u128::from(scale.interval);
+            u64::try_from(n / d + u128::from(2 * (n % d) >= d)).unwrap_or(u64::MAX)
+        };
+        for (count, period_ns, burst) in
+            [(10, 1_000_000_000, 5), (1_000_000_000, 1_000_000_000, 9), (3, 1_000_000_000, 3)]
+                .into_iter()
+                .chain([(7, 3, 2), (1, 3_600_000_000_000, 1), (1, 50 * YEAR_NS, 1)])
+        {
+            let scale = rate(count, period_ns, burst).scale();
+            for units in [0, 1, 2, 3, 5, 7, 1 << 33, u64::MAX - 1, u64::MAX, scale.tau()] {
+                assert_eq!(scale.units_to_ns(units), exact(scale, units), "{count}/{period_ns}");
+            }
+        }
     }
 
     #[test]

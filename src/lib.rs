@@ -14,6 +14,11 @@
 //!   to go ([`Reservation`]), and [`Limiter::wait_n`] waits for it.
 //! * **Per key.** [`KeyedLimiter`] keeps one bucket per key in a bounded, lock-free table that
 //!   reclaims idle buckets by itself.
+//! * **By key path.** [`Rules`] give each `/`-separated key path its quotas (longest prefix
+//!   wins, several quotas all or nothing); a [`RuleLimiter`] enforces them per full key, checks
+//!   tiers of keys at once ([`RuleLimiter::check_all_n`]), reloads while running keeping every
+//!   key's level, counts per rule, and lists its buckets. Rules files in TOML with the feature
+//!   `rules-file`; counters through the `metrics` facade with the feature `metrics`.
 //!
 //! # One limit for a whole process
 //!
@@ -91,8 +96,28 @@
 //! `remaining()` (units that would conform now), `reset_after()` (time until the bucket is empty)
 //! and, when denied, `retry_after()` (`None` when `n > burst`, which can never conform).
 //!
-//! <!-- Further sections (many servers with Redis, HTTP with tower, rules by key path) go here,
-//! each with its example, in the order: Limiter, KeyedLimiter, async, Redis, HTTP, rules. -->
+//! # Limits by key path
+//!
+//! ```
+//! use leakgate::{RuleLimiter, Rules};
+//!
+//! let mut rules = Rules::new();
+//! rules.insert("", ["1000/s".parse()?]); // every other key
+//! rules.insert("rate_limit", ["1/s burst 10".parse()?]); // rate_limit/<ip>, each its own bucket
+//! rules.insert("rate_limit/192.168.11.3", ["100/s burst 500".parse()?]); // one address's own
+//! rules.insert("tenant", ["10/s".parse()?, "1000/h".parse()?]); // both must conform
+//! let lim = RuleLimiter::new(rules);
+//! // A tenant, its user and the whole service: all charged, or none.
+//! if lim.check_all_n(&["tenant/acme", "user/42", "global"], 1).is_err() {
+//!     println!("429");
+//! }
+//! # Ok::<(), leakgate::QuotaError>(())
+//! ```
+//!
+//! See [`docs::rules`] for what rules promise: the rule a key gets, several quotas, reloads.
+//!
+//! <!-- Further sections (many servers with Redis, HTTP with tower) go here, each with its
+//! example, in the order: Limiter, KeyedLimiter, async, Redis, HTTP, rules. -->
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -108,6 +133,7 @@ mod manual_clock;
 mod quota;
 mod quota_parse;
 mod reserve;
+mod rules;
 mod sync;
 
 pub use clock::{Clock, CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
@@ -119,6 +145,11 @@ pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
 pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
 pub use reserve::{Reservation, WaitPolicy};
+#[doc(hidden)]
+pub use rules::BenchCounters;
+pub use rules::{BucketState, Rule, RuleLimiter, RuleStats, Rules, DEFAULT_RULE_CAPACITY};
+#[cfg(feature = "rules-file")]
+pub use rules::{RulesFileError, RulesWatcher, WatchEvent};
 
 /// The README's examples, compiled and run as doctests.
 // The README has an async example, so it needs the `tokio` feature.

@@ -3,6 +3,8 @@
 //! * `leakgate pace RATE`: passes stdin to stdout at a rate (queue), or drops what does not conform.
 //! * `leakgate demo [RATE]`: `pace` on a built-in example, each line shown with its time.
 //! * `leakgate bench`: compares leakgate with governor and a mutex token bucket on this machine.
+//! * `leakgate rules check FILE` / `leakgate rules explain FILE KEY`: validate a rules file, and
+//!   show which rule a key gets.
 //!
 //! Each subcommand is one variant of [`Command`] with its own `clap::Args` struct and a `run`
 //! function returning the process's exit code; adding one is adding a variant and a match arm.
@@ -15,6 +17,7 @@ mod bench;
 mod demo;
 mod duration;
 mod pace;
+mod rules;
 
 /// Exact, lock-free GCRA rate limiting, from the shell.
 #[derive(Debug, Parser)]
@@ -33,6 +36,8 @@ enum Command {
     Demo(demo::Args),
     /// Compare leakgate with governor and a mutex token bucket on this machine
     Bench(bench::Args),
+    /// Validate a rules file, or show which rule a key gets
+    Rules(rules::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +47,7 @@ fn main() -> ExitCode {
         Command::Pace(args) => pace::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Rules(args) => rules::run(args),
     }
 }
 

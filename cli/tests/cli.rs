@@ -6,7 +6,7 @@ use common::{leakgate, text};
 
 #[test]
 fn help_and_version_on_every_command() {
-    for command in [&[][..], &["pace"], &["bench"], &["demo"]] {
+    for command in [&[][..], &["pace"], &["bench"], &["demo"], &["rules"], &["rules", "check"]] {
         for flag in ["--help", "-h"] {
             let out = leakgate().args(command).arg(flag).output().unwrap();
             assert!(out.status.success(), "{command:?} {flag}: {}", text(&out.stderr));
@@ -21,7 +21,7 @@ fn help_and_version_on_every_command() {
             assert_eq!(text(&out.stdout), format!("{name} {}\n", env!("CARGO_PKG_VERSION")));
         }
     }
-    for topic in ["pace", "bench", "demo"] {
+    for topic in ["pace", "bench", "demo", "rules"] {
         let out = leakgate().args(["help", topic]).output().unwrap();
         assert!(out.status.success());
         assert!(text(&out.stdout).contains(&format!("Usage: leakgate {topic}")));

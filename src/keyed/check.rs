@@ -6,7 +6,7 @@ use super::{millis, KeyedLimiter};
 use crate::bucket;
 use crate::clock::Clock;
 use crate::decision::{Admitted, Denied};
-use crate::gcra::{Rate, Scale};
+use crate::gcra::Scale;
 use std::borrow::Borrow;
 use std::hash::Hash;
 
@@ -47,49 +47,51 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     {
         let now_ns = self.clock.now_ns();
         let now = self.rate.units_at(now_ns);
-        let taken = self.take(key, now, now_ns, n, 0, true)?;
-        Ok(Admitted::from_units(taken.state.saturating_sub(taken.now), taken.scale))
+        let ask = Ask { now, now_ns, n, max_wait: 0, shared_overflow: true, start: &|| 0 };
+        match self.take(key, ask) {
+            Ok(taken) => {
+                Ok(Admitted::from_units(taken.state.saturating_sub(taken.now), taken.scale))
+            }
+            Err(declined) => Err(declined.denied()),
+        }
     }
 
-    /// Takes a request of cost `n` at `now` (units; `now_ns` its reading) from `key`'s bucket,
-    /// allowed to wait `max_wait` units (see [`bucket::take`]), inserting the key if it needs a
-    /// slot: the state left and the slot that holds it (`None` for an untracked key's peek, and
-    /// for a key served by the shared overflow bucket). A key with no room is served by that
-    /// bucket only if `shared_overflow` (meters: the shared bucket keeps no places).
-    pub(crate) fn take<Q>(
-        &self,
-        key: &Q,
-        now: u64,
-        now_ns: u64,
-        n: u64,
-        max_wait: u64,
-        shared_overflow: bool,
-    ) -> Result<Taken<'_, K>, Denied>
+    /// Takes the request `ask` from `key`'s bucket by the bucket protocol (see [`bucket::take`]),
+    /// inserting the key if it needs a slot: the state left and the slot that holds it, or why
+    /// not. Always inlined into its callers, so that its result stays in registers.
+    #[inline(always)]
+    pub(crate) fn take<Q>(&self, key: &Q, ask: Ask<'_>) -> Result<Taken<'_, K>, Declined>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
+        let Ask { now, now_ns, n, max_wait, .. } = ask;
         let hash = self.table.hash(key);
         let mut insert = false;
         loop {
             let found = if insert {
-                self.table.find_or_insert(key, hash, now, millis(now_ns))
+                self.table.find_or_insert(key, hash, now, millis(now_ns), ask.start)
             } else {
                 self.table.find(key, hash)
             };
             match found {
-                Some(found) => match take_from_slot(&self.rate, &found, now, now_ns, n, max_wait) {
+                Some(found) => match bucket::take(&found, &self.rate, now, n, max_wait) {
                     Ok(Ok(state)) => {
+                        if n > 0 {
+                            found.mark_used(millis(now_ns));
+                        }
                         let scale = self.rate.scale();
                         return Ok(Taken { state, now, scale, slot: Some(found) });
                     }
-                    Ok(Err(denied)) => return Err(denied),
+                    Ok(Err(refused)) => {
+                        return Err(Declined::of(refused, now, self.rate.scale()));
+                    }
                     Err(Tat::Sealed) => insert = true,
                     Err(_) => {}
                 },
                 // Not tracked: a bucket that takes nothing needs no slot.
                 None if n == 0 || n > self.quota.burst() || insert => {
-                    return self.untracked(n, insert, now, now_ns, shared_overflow);
+                    return self.untracked(n, insert, now, now_ns, ask.shared_overflow);
                 }
                 None => insert = true,
             }
@@ -106,7 +108,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         now: u64,
         now_ns: u64,
         shared_overflow: bool,
-    ) -> Result<Taken<'_, K>, Denied> {
+    ) -> Result<Taken<'_, K>, Declined> {
         let scale = self.rate.scale();
         if n == 0 || n > self.quota.burst() {
             // Takes nothing, and needs no slot; but a bucket records the time it saw, and this
@@ -116,35 +118,61 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         if n == 0 {
             Ok(Taken { state: now, now, scale, slot: None })
         } else if n > self.quota.burst() {
-            Err(Denied::from_units(0, None, scale))
+            Err(Declined { tat: now, now, wait: None, scale })
         } else {
             debug_assert!(overflowed);
-            let decision = self.overflowed(n, now_ns, shared_overflow);
+            let decision = self.overflowed(n, now, now_ns, shared_overflow);
             self.overflow.count(decision.is_ok());
             decision
         }
     }
 
-    /// A request of cost `n` (within the burst) of a key with no room: the shared overflow
-    /// bucket's answer, in its own figures, if `shared_overflow`; a denial otherwise.
+    /// A request of cost `n` (within the burst) of a key with no room at `now` (units of the
+    /// keys' rate): the shared overflow bucket's answer, in its own units, if `shared_overflow`;
+    /// a denial as from a full bucket otherwise.
     fn overflowed(
         &self,
         n: u64,
+        now: u64,
         now_ns: u64,
         shared_overflow: bool,
-    ) -> Result<Taken<'_, K>, Denied> {
+    ) -> Result<Taken<'_, K>, Declined> {
         let shared = self.overflow.shared.as_ref().filter(|shared| n <= shared.burst);
         if let Some(shared) = shared.filter(|_| shared_overflow) {
             let now = shared.rate.units_at(now_ns);
             let scale = shared.rate.scale();
             // The shared bucket's slot never changes key, so it is never moved or sealed.
-            if let Ok(decision) = take_from_slot(&shared.rate, &shared.slot(), now, now_ns, n, 0) {
-                return decision.map(|state| Taken { state, now, scale, slot: None });
+            match bucket::take(&shared.slot(), &shared.rate, now, n, 0) {
+                Ok(Ok(state)) => return Ok(Taken { state, now, scale, slot: None }),
+                Ok(Err(refused)) => return Err(Declined::of(refused, now, scale)),
+                Err(_) => {}
             }
         }
         let scale = self.rate.scale();
-        Err(Denied::from_units(scale.tau(), Some(scale.interval()), scale))
+        let full = now.saturating_add(scale.tau());
+        Err(Declined { tat: full, now, wait: Some(scale.interval()), scale })
     }
+}
+
+/// A request of a key's bucket, as [`KeyedLimiter::take`] takes it.
+#[derive(Clone, Copy)]
+pub(crate) struct Ask<'s> {
+    /// The clock in the rate's units, and the reading it came from.
+    pub(crate) now: u64,
+    pub(crate) now_ns: u64,
+    /// The cost.
+    pub(crate) n: u64,
+    /// Units the request may wait past its boundary: 0 for a meter (see [`bucket::take`]).
+    pub(crate) max_wait: u64,
+    /// Whether a key with no room is served by the shared overflow bucket, if there is one
+    /// (meters only: the shared bucket keeps no places).
+    pub(crate) shared_overflow: bool,
+    /// The least first state of the key's bucket if it must be given a slot: a new bucket starts
+    /// at the larger of this and the table's idle mark. Called under the key's home lock, only
+    /// when a slot is being given to the key (possibly with that slot sealed), and again for each
+    /// slot given to it within one take (after the first was lost to another key): it must
+    /// answer the same each time. Plain keyed limiters give `0`.
+    pub(crate) start: &'s dyn Fn() -> u64,
 }
 
 /// A request taken from a key's bucket: the state it left and the time it was taken at, in the
@@ -158,27 +186,28 @@ pub(crate) struct Taken<'a, K> {
     pub(crate) slot: Option<Found<'a, K>>,
 }
 
-/// [`KeyedLimiter::take`] on a found slot, with `now` in `rate`'s units, by the bucket protocol;
-/// why not, if the slot may no longer hold the key.
-#[inline]
-fn take_from_slot<K>(
-    rate: &Rate,
-    found: &Found<'_, K>,
-    now: u64,
-    now_ns: u64,
-    n: u64,
-    max_wait: u64,
-) -> Result<Result<u64, Denied>, Tat> {
-    match bucket::take(found, rate, now, n, max_wait)? {
-        Ok(state) => {
-            if n > 0 {
-                found.mark_used(millis(now_ns));
-            }
-            Ok(Ok(state))
-        }
-        Err(refused) => {
-            let backlog = refused.tat.saturating_sub(now);
-            Ok(Err(Denied::from_units(backlog, refused.why.wait(), rate.scale())))
-        }
+/// A request a bucket refused, nothing taken: the state it was judged on and the time, in the
+/// units of the bucket that refused (the key's, or the shared overflow bucket's), the wait after
+/// which it would conform (`None`: never), and that bucket's scale. A key with no room under
+/// [`OverflowPolicy::Deny`](super::OverflowPolicy::Deny) is refused as by a full bucket.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Declined {
+    pub(crate) tat: u64,
+    pub(crate) now: u64,
+    pub(crate) wait: Option<u64>,
+    pub(crate) scale: Scale,
+}
+
+impl Declined {
+    /// A refusal of the bucket protocol at `now`, in the units of a bucket of scale `scale`.
+    #[inline]
+    fn of(refused: bucket::Refused, now: u64, scale: Scale) -> Self {
+        Declined { tat: refused.tat, now, wait: refused.why.wait(), scale }
+    }
+
+    /// The decision a caller sees.
+    #[inline]
+    pub(crate) fn denied(&self) -> Denied {
+        Denied::from_units(self.tat.saturating_sub(self.now), self.wait, self.scale)
     }
 }

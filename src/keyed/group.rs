@@ -20,8 +20,9 @@
 //!
 //! The second rule, in detail. Call `held(slot)` the largest value the slot's word has held since
 //! its key last changed. Admissions only raise the word. Lowerings (a cancelled reservation, the
-//! exact undo of a charge) move it from `V` back to a value no lower than the one the undone charge
-//! started from, so at or above the key's first value; and before each one, the lowering code calls
+//! exact undo of a charge, a refused request's charge given back) move it from `V` down to a value
+//! at or above the key's first value (`bucket/give_back.rs` argues it for the last, which may lower
+//! from the top of the word); and before each one, the lowering code calls
 //! [`Found::note_lowering`](super::slot::Found::note_lowering)`(V)`, which raises the slot's *lowering high-water* in [`Side`] to `V`.
 //! So `held(slot) <= max(TAT, high-water)` always. A slot changes key only when that maximum is
 //! *before* now (the key's bucket is empty, whatever was lowered); its word is then sealed (CAS to
@@ -240,6 +241,8 @@ impl<K: Clone> Group<K> {
         debug_assert!(open_at > held);
         // From here to the end nothing runs user code that could panic with the slot sealed:
         // the keys were cloned before the seal, and the old ones are dropped after the reopening.
+        // (`open_at` runs crate code only: the table's marks, and the state a keyed taker chose
+        // for its key, see `Ask::start`.)
         let (version, previous) = self.publish(slot, new);
         // Release: a check that reads this value sees the version bump in `publish` and starts
         // over, since it may have found the slot's previous key.

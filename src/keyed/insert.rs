@@ -31,6 +31,8 @@ struct Arrival<'q, Q: ?Sized> {
     now: u64,
     /// The clock in whole milliseconds (wrapping), for snapshots.
     now_ms: u32,
+    /// The least first state of the key's bucket (see [`Ask::start`](super::Ask)).
+    start: &'q dyn Fn() -> u64,
 }
 
 /// What an insert attempt under the home lock ends with.
@@ -51,9 +53,11 @@ enum Search<'t, K> {
 }
 
 impl<K: Hash + Eq + Clone> Table<K> {
-    /// Finds `key` or gives it a slot; `None` when every slot the key may use holds a busy bucket
-    /// at `now` (or a page it needs cannot be allocated). Kept out of line: inlined, it doubles
-    /// the size of the lookup path around it, which runs slower for it.
+    /// Finds `key` or gives it a slot whose bucket starts at the larger of the table's idle mark
+    /// and `start()` (called only as a slot is given: see [`Ask::start`](super::Ask)); `None`
+    /// when every slot the key may use holds a busy bucket at `now` (or a page it needs cannot be
+    /// allocated). Kept out of line: inlined, it doubles the size of the lookup path around it,
+    /// which runs slower for it.
     #[cold]
     #[inline(never)]
     pub(crate) fn find_or_insert<Q>(
@@ -62,12 +66,13 @@ impl<K: Hash + Eq + Clone> Table<K> {
         hash: u64,
         now: u64,
         now_ms: u32,
+        start: &dyn Fn() -> u64,
     ) -> Option<Found<'_, K>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let new = Arrival { key, hash, now, now_ms };
+        let new = Arrival { key, hash, now, now_ms, start };
         let home = &self.shards[self.home(hash)];
         loop {
             let step = {
@@ -111,7 +116,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
             };
             let (group, side) = (at.line(), at.side());
             if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
-                let version = group.fill(slot, self.new_key(new, group, slot), self.opening());
+                let version = group.fill(slot, self.new_key(new, group, slot), self.opening(new));
                 return Some(Step::Done(Some(at.found(slot, version))));
             }
             idle.extend((0..SLOTS).filter_map(|slot| {
@@ -161,7 +166,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                 for (slot, &tag) in tags.iter().enumerate() {
                     let found = if tag == 0 {
                         let key = self.new_key(new, group, slot);
-                        Some(at.found(slot, group.fill(slot, key, self.opening())))
+                        Some(at.found(slot, group.fill(slot, key, self.opening(new))))
                     } else if let Some(idle_tat) = group.idle_tat(side, slot, new.now) {
                         self.reclaim(new, gi, (slot, idle_tat))
                     } else {
@@ -235,7 +240,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
             // Relaxed: the new value reaches a later insert of the forgotten key through the
             // Release publication of the group that follows (it must find the key gone first).
             let forgotten_at = self.marks.idle.fetch_max(new.now, Ordering::Relaxed).max(new.now);
-            forgotten_at.max(held + 1)
+            forgotten_at.max(held + 1).max((new.start)())
         })?;
         Some(at.found(slot, version))
     }
@@ -248,10 +253,12 @@ impl<K: Hash + Eq + Clone> Table<K> {
         self.marks.idle.fetch_max(now.min(SEALED - 1), Ordering::Relaxed);
     }
 
-    /// The first `TAT` of a bucket in a never-used slot: the latest time a key was forgotten.
-    fn opening(&self) -> u64 {
+    /// The first `TAT` of the arriving key's bucket in a never-used slot: the latest time a key
+    /// was forgotten, or the state the key's taker chose if that is later.
+    fn opening<Q: ?Sized>(&self, new: &Arrival<'_, Q>) -> u64 {
         // Relaxed: as in `reclaim`.
-        self.marks.idle.load(Ordering::Relaxed).min(SEALED - 1)
+        let forgotten_at = self.marks.idle.load(Ordering::Relaxed);
+        forgotten_at.max((new.start)()).min(SEALED - 1)
     }
 
     /// Records that a key of `hash`'s window was placed at position `p` of its probe sequence.

@@ -4,6 +4,7 @@
 mod capacity;
 mod check;
 mod group;
+mod handoff;
 mod hasher;
 mod insert;
 mod model_hooks;
@@ -14,6 +15,9 @@ mod snapshot;
 mod table;
 
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub(crate) use check::Ask;
+pub(crate) use handoff::Charged;
+pub(crate) use hasher::{head, RandomSeed};
 pub use overflow::OverflowPolicy;
 pub use snapshot::KeyState;
 

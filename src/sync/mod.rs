@@ -31,9 +31,9 @@ pub(crate) use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrd
 /// that hold only for the real ones.
 pub(crate) const LOOM: bool = cfg!(loom);
 
-/// Locks `mutex`, ignoring poison: every lock in the crate guards no data of its own (it orders
-/// writers), and each writer leaves its data consistent before any user code that may panic.
-pub(crate) fn lock(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
+/// Locks `mutex`, ignoring poison: every holder of a lock in the crate leaves what it guards (or
+/// orders: most guard no data of their own) consistent before any user code that may panic.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

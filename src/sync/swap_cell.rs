@@ -26,21 +26,32 @@ impl<T> SwapCell<T> {
         f(self.0.load().as_deref())
     }
 
+    /// The current value, owned (one reference-count increment).
+    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+        self.0.load_full()
+    }
+
     /// Publishes `value`; a reader that gets it also sees every write made before this call
     /// (arc-swap's store is `SeqCst`). Returns the previous value, for the caller to drop when it
     /// is ready to run its destructor.
     pub(crate) fn publish(&self, value: T) -> Option<Arc<T>> {
-        self.0.swap(Some(Arc::new(value)))
+        self.store(Some(Arc::new(value)))
+    }
+
+    /// Publishes `value`, shared, or empties the cell; otherwise as [`SwapCell::publish`].
+    pub(crate) fn store(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
+        self.0.swap(value)
     }
 }
 
 #[cfg(loom)]
 pub(crate) struct SwapCell<T> {
-    /// 1 + the index of the current value in `published`, or 0 before the first publication.
+    /// 1 + the index of the current value in `published`, or 0 when empty.
     current: loom::sync::atomic::AtomicUsize,
-    /// Every value published so far. A std mutex, invisible to loom: it adds no ordering the real
-    /// build lacks, and no loom operation runs while it is held.
-    published: std::sync::Mutex<Vec<Arc<T>>>,
+    /// Every value published so far, and the current one's `current` as last stored. A std mutex,
+    /// invisible to loom: it adds no ordering the real build lacks, and no loom operation runs
+    /// while it is held.
+    published: std::sync::Mutex<(Vec<Arc<T>>, usize)>,
 }
 
 #[cfg(loom)]
@@ -48,29 +59,43 @@ impl<T> SwapCell<T> {
     pub(crate) fn empty() -> Self {
         SwapCell {
             current: loom::sync::atomic::AtomicUsize::new(0),
-            published: std::sync::Mutex::new(Vec::new()),
+            published: std::sync::Mutex::new((Vec::new(), 0)),
         }
     }
 
     pub(crate) fn read<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
-        // Acquire: the weakest ordering arc-swap's load provides.
-        let current = self.current.load(loom::sync::atomic::Ordering::Acquire);
-        let value = current.checked_sub(1).map(|i| self.list()[i].clone());
+        let value = self.load_full();
         f(value.as_deref())
     }
 
+    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+        // Acquire: the weakest ordering arc-swap's load provides.
+        let current = self.current.load(loom::sync::atomic::Ordering::Acquire);
+        current.checked_sub(1).map(|i| self.list().0[i].clone())
+    }
+
     pub(crate) fn publish(&self, value: T) -> Option<Arc<T>> {
+        self.store(Some(Arc::new(value)))
+    }
+
+    pub(crate) fn store(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
         let mut list = self.list();
-        let previous = list.last().cloned();
-        list.push(Arc::new(value));
-        let current = list.len();
+        let previous = list.1.checked_sub(1).map(|i| list.0[i].clone());
+        list.1 = match value {
+            Some(value) => {
+                list.0.push(value);
+                list.0.len()
+            }
+            None => 0,
+        };
+        let current = list.1;
         drop(list);
         // Release: the weakest ordering arc-swap's store provides.
         self.current.store(current, loom::sync::atomic::Ordering::Release);
         previous
     }
 
-    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<T>>> {
+    fn list(&self) -> std::sync::MutexGuard<'_, (Vec<Arc<T>>, usize)> {
         self.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -1,0 +1,171 @@
+//! What rules need from a keyed table besides [`KeyedLimiter::take`]: where a charge was taken
+//! and giving it back, placing a key at a state chosen as it gets its slot, sealing a key's
+//! bucket once its state was handed over, and a barrier that waits for the inserts in progress.
+
+use super::check::Taken;
+use super::slot::{Found, Tat};
+use super::{millis, KeyedLimiter};
+use crate::bucket;
+use crate::clock::Clock;
+use crate::gcra::Rate;
+use crate::sync::{self, Ordering};
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+/// Where a charge was taken, to give it back: the key's slot as it was found (table-wide group
+/// index, slot, group version), or the shared overflow bucket. Plain words, copied cheaply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Charged {
+    Slot { group: u32, slot: u8, version: u32 },
+    Shared,
+}
+
+impl Charged {
+    /// Where `taken`, a request of cost `n`, left its charge; `None` if it took nothing (a peek,
+    /// or a key no bucket holds).
+    #[inline]
+    pub(crate) fn of<K>(taken: &Taken<'_, K>, n: u64) -> Option<Charged> {
+        if n == 0 {
+            return None;
+        }
+        match &taken.slot {
+            Some(found) => {
+                let (group, slot, version) = found.locator();
+                // A table has at most 2^28 groups of 4 slots (`MAX_CAPACITY`).
+                Some(Charged::Slot { group: group as u32, slot: slot as u8, version })
+            }
+            // An admission of cost 1 or more without a slot: the shared bucket served it.
+            None => Some(Charged::Shared),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
+    /// The rate of the keys' buckets, or (`shared`) of the shared overflow bucket if there is one.
+    pub(crate) fn rate_of(&self, shared: bool) -> &Rate {
+        match &self.overflow.shared {
+            Some(bucket) if shared => &bucket.rate,
+            _ => &self.rate,
+        }
+    }
+
+    /// Gives back `key`'s charge of `n` at `at`, which left its bucket at `after`, made at the
+    /// clock reading `charged_ns` (see [`bucket::give_back`]).
+    ///
+    /// The clock the bound is taken at is this limiter's, or the table's idle mark if that is
+    /// later: so after a clock that went back, a charge whose bucket was forgotten (and a new
+    /// one opened for the key at or above that mark) gives nothing back into the new bucket.
+    /// A handle made stale by another slot of its group changing key is found again by the key;
+    /// a bucket that left its slot (sealed, or the key elsewhere) keeps what is left, which had
+    /// drained by then.
+    pub(crate) fn give_back<Q>(&self, key: &Q, at: Charged, after: u64, n: u64, charged_ns: u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let rate = self.rate_of(at == Charged::Shared);
+        let (cost, charged_at) = (rate.cost(n), rate.units_at(charged_ns));
+        let mut found = match (at, &self.overflow.shared) {
+            (Charged::Slot { group, slot, version }, _) => {
+                let found = self.table.found_at(group as usize, usize::from(slot), version);
+                let Some(found) = found else { return };
+                found
+            }
+            (Charged::Shared, Some(shared)) => shared.slot(),
+            (Charged::Shared, None) => return,
+        };
+        let now = || {
+            let now = rate.units_at(self.clock().now_ns());
+            // Relaxed: a bound read on its own (see `Marks::idle`); the shared bucket has none.
+            let idle = self.table.marks.idle.load(Ordering::Relaxed);
+            if at == Charged::Shared {
+                now
+            } else {
+                now.max(idle)
+            }
+        };
+        loop {
+            match bucket::give_back(&found, after, cost, charged_at, now) {
+                Ok(_) => return,
+                Err(Tat::Moved) => match self.table.find(key, self.table.hash(key)) {
+                    Some(again) if same_slot(&again, &found) => found = again,
+                    _ => return,
+                },
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Gives `key` a slot if the table does not hold it, its bucket starting at the larger of
+    /// the table's idle mark and `start()`, called as the slot is given (see
+    /// [`Ask::start`](super::Ask)); `None` when it has no room.
+    pub(crate) fn settle<Q>(&self, key: &Q, now_ns: u64, start: &dyn Fn() -> u64) -> Option<()>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let (hash, now) = (self.table.hash(key), self.rate.units_at(now_ns));
+        self.table.find_or_insert(key, hash, now, millis(now_ns), start).map(drop)
+    }
+
+    /// Seals `key`'s bucket (see [`bucket::seal_moved`]), waiting for a change of its slot's key
+    /// in progress to end: the state it held, `None` if the table does not hold the key or its
+    /// bucket was sealed already.
+    pub(crate) fn seal_moved<Q>(&self, key: &Q) -> Option<u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.table.hash(key);
+        loop {
+            let found = self.table.find(key, hash)?;
+            match bucket::seal_moved(&found) {
+                Ok(state) => return state,
+                // Its slot is being given to another key: wait for that insert (under the lock of
+                // the slot's shard) to end, then look again.
+                Err(Tat::Sealed) => {
+                    let shard = self.table.shard_of(found.locator().0);
+                    drop(sync::lock(&self.table.shards[shard]));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Seals the shared overflow bucket (see [`bucket::seal_moved`]): the state it held, `None`
+    /// if there is none or it was sealed already.
+    pub(crate) fn seal_shared(&self) -> Option<u64> {
+        let shared = self.overflow.shared.as_ref()?;
+        // The shared bucket's slot never changes key, so it is never moved or sealed.
+        bucket::seal_moved(&shared.slot()).ok().flatten()
+    }
+
+    /// Adds `level` units of the shared overflow bucket's rate to it, as of the clock reading
+    /// `now_ns` (see [`bucket::add_level`]); nothing if there is no shared bucket.
+    pub(crate) fn add_to_shared(&self, level: u64, now_ns: u64) {
+        if let Some(shared) = &self.overflow.shared {
+            let _ = bucket::add_level(&shared.slot(), level, shared.rate.units_at(now_ns));
+        }
+    }
+
+    /// Every tracked key with its raw state, for a reload (takes no lock checks wait on).
+    pub(crate) fn for_each_state(&self, mut f: impl FnMut(K, u64)) {
+        self.table.for_each(|key, tat, _| f(key, tat));
+    }
+
+    /// Waits for every insert in progress to end. Every insert chooses its key's first state and
+    /// gives it a slot under its home shard's lock, held from one to the other: so an insert
+    /// that chose before this call has given its slot when it returns, and one that chooses after
+    /// it sees everything written before the call (through the lock).
+    pub(crate) fn wait_for_inserts(&self) {
+        for shard in self.table.shards.iter() {
+            drop(sync::lock(shard));
+        }
+    }
+}
+
+/// Whether two handles are on the same slot (whatever the versions they were found at).
+fn same_slot<K>(a: &Found<'_, K>, b: &Found<'_, K>) -> bool {
+    let ((ga, sa, _), (gb, sb, _)) = (a.locator(), b.locator());
+    (ga, sa) == (gb, sb)
+}
