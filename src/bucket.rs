@@ -21,12 +21,11 @@
 //! **Meter and queue: the CAS path.** Load `w`, run the pure GCRA step ([`Rate::admit`]); a
 //! refusal writes nothing (a denial is a clock read, a load and a compare), an admission publishes
 //! `max(w, now) + cost` with a compare-and-swap from the value it was computed on, so `w = F`
-//! stays exact. A lost CAS pauses a few spins (so the winner can finish on the line it holds),
-//! reloads the word and reruns the step on it: it never retries with a value older than the pause
-//! ([`CAS_TRIES`]).
+//! stays exact. A lost CAS reruns the step on the value that won, at once: it never retries with a
+//! value older than the one it just saw.
 //!
 //! **Under contention: the add path.** A CAS loop on one word is lock-free, not wait-free: under
-//! saturation a thread can lose every round. So after a few lost CASes, a request that still conforms
+//! saturation a thread can lose every round. So after one lost CAS, a request that still conforms
 //! with room to spare ([`room_to_add`]) takes its place with one `fetch_add` of its cost, which
 //! always succeeds, and then checks the value it added onto:
 //!
@@ -212,6 +211,13 @@ pub(crate) fn take<W: Word>(
 
 /// The rest of [`take`]: after a lost CAS (`lost`, and `tat` is the value found), and the rare
 /// answers (cost 0, a cost above the burst, a state past the range).
+///
+/// The add path takes over at the first lost CAS. Pausing and retrying the CAS first (so the
+/// winner can finish on its line) was measured and not kept: on the 2-core machine, one limiter
+/// shared by 2 threads, every check admitted (`leakgate bench --tail --threads 2` and `--quick`,
+/// two runs each, interleaved): add path at once, p99 110-131 ns, p99.99 181-211 ns, 0.96-1.02x
+/// governor's throughput; one retry after 4 spins, p99 221 ns, p99.99 283 ns, 0.95-1.05x; two
+/// retries after 8 and 16 spins, p99 271-767 ns, p99.99 about 900 ns, 0.78-0.84x.
 #[inline(never)]
 fn contended<W: Word>(
     word: &W,
@@ -220,14 +226,8 @@ fn contended<W: Word>(
     n: u64,
     max_wait: u64,
     mut tat: u64,
-    lost: bool,
+    mut lost: bool,
 ) -> Result<Result<u64, Refused>, W::Gone> {
-    // CASes lost so far. After each of the first `CAS_TRIES`, a short pause and a fresh load (never
-    // a retry with a value older than the pause); after that, the add path.
-    let mut losses = u32::from(lost);
-    if lost && losses <= CAS_TRIES {
-        tat = pause_and_reload(word, losses)?;
-    }
     loop {
         let new = match rate.admit(tat, now, n, max_wait) {
             // Cost 0: nothing to take, but the time is recorded.
@@ -244,14 +244,14 @@ fn contended<W: Word>(
             }
             Err(why) => return Ok(Err(Refused { tat, why })),
         };
-        if W::ADDS && losses > CAS_TRIES && room_to_add(rate, tat, now, new, max_wait) {
+        if W::ADDS && lost && room_to_add(rate, tat, now, new, max_wait) {
             match add(word, rate, now, n, max_wait, tat) {
                 Added::Admitted(state) => return Ok(Ok(state)),
                 Added::Refused(refused) => return Ok(Err(refused)),
                 Added::Lowered => {
                     // The word went below our time under us; decide again on what it holds now.
                     tat = word.load()?;
-                    losses = 0;
+                    lost = false;
                     continue;
                 }
             }
@@ -260,37 +260,10 @@ fn contended<W: Word>(
             Ok(()) => return Ok(Ok(new)),
             Err(found) => {
                 tat = found?;
-                losses += 1;
-                if losses <= CAS_TRIES {
-                    tat = pause_and_reload(word, losses)?;
-                }
+                lost = true;
             }
         }
     }
-}
-
-/// How many lost CASes are retried, each after a pause of `2^(PAUSE_SHIFT + losses)` spins and a
-/// fresh load, before the add path takes over. The pause lets the winner finish on the line it
-/// holds; the reload makes the retry current. Measured on the 2-core machine, one limiter shared
-/// by 2 threads, every check admitted (median ns per decision, 3 runs interleaved with governor):
-/// no pause, add path at once: 20.4 ns (governor 19.7); 2 tries after 8 and 16 spins: 16.6 to
-/// 17.0 ns (governor 20.1 to 20.6), the same p99.99 (0.7 µs) and slowest checks at scheduler
-/// granularity (a few ms) for both. Retrying with the value seen *before* a pause, as the first
-/// protocol did, starved losers (slowest checks of 13 to 48 ms on 2 threads, a second on 16).
-/// Under loom none, so that the models reach the add path with three threads (a retry after a
-/// fresh load is the CAS path's own step, which they explore anyway).
-const CAS_TRIES: u32 = if LOOM { 0 } else { 2 };
-const PAUSE_SHIFT: u32 = 2;
-
-/// The pause after the `losses`-th lost CAS, then the word as it is now.
-#[inline(never)]
-fn pause_and_reload<W: Word>(word: &W, losses: u32) -> Result<u64, W::Gone> {
-    // Under loom a spin is a yield to the model: one is enough to explore the race.
-    let spins = if LOOM { 1 } else { 1u32 << (PAUSE_SHIFT + losses).min(8) };
-    for _ in 0..spins {
-        crate::sync::spin_loop();
-    }
-    word.load()
 }
 
 /// Whether a request that would take the bucket from `tat` to `new` at `now` may take the add
