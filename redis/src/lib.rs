@@ -81,6 +81,8 @@ mod fallback;
 mod lease;
 mod limiter;
 mod reservation;
+mod rules;
+mod runtime;
 mod script;
 mod stats;
 mod units;
@@ -91,6 +93,7 @@ pub use config::{Builder, FailurePolicy, LeaseConfig};
 pub use error::Error;
 pub use limiter::AsyncRedisLimiter;
 pub use reservation::RedisReservation;
+pub use rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 pub use stats::Stats;
 
 /// The README's examples, compiled as doctests.

@@ -1,0 +1,171 @@
+//! A set of rules ready for checks: each rule's quotas compiled, the start of its Redis keys, and
+//! its counters.
+
+use crate::error::Error;
+use crate::stats::Counter;
+use crate::units::Rate;
+use leakgate::{RuleStats, Rules};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The rules in force, compiled. Swapped whole by a reload: a check reads one set from start to
+/// end.
+pub(crate) struct CompiledRules {
+    /// The rules as given (for the longest-prefix lookup, and for `rules()`).
+    pub(crate) rules: Rules,
+    /// Each rule by path.
+    by_path: HashMap<Box<str>, CompiledRule>,
+}
+
+/// One rule, compiled.
+pub(crate) struct CompiledRule {
+    /// Its quotas: a key under it has one bucket of each, in this order.
+    pub(crate) rates: Vec<Rate>,
+    pub(crate) shadow: bool,
+    /// `prefix + "gcra1@" + path (escaped) + ":"`: the start of the Redis keys of its keys.
+    key_head: Vec<u8>,
+    /// Its counts, kept across reloads by path.
+    pub(crate) counts: Arc<RuleCounts>,
+}
+
+/// What one rule's buckets decided, since the limiter was made (as [`RuleStats`] counts).
+#[derive(Debug, Default)]
+pub(crate) struct RuleCounts {
+    pub(crate) admitted: Counter,
+    pub(crate) denied: Counter,
+    pub(crate) denied_in_shadow: Counter,
+}
+
+/// Every rule path's counts, kept across reloads.
+pub(crate) type CountsByPath = Mutex<HashMap<Box<str>, Arc<RuleCounts>>>;
+
+impl CompiledRules {
+    /// Compiles `rules` for Redis keys starting with `prefix`, each rule with the counts kept for
+    /// its path. A quota whose bucket the script cannot hold (a span beyond its range) is refused
+    /// here, naming its rule, rather than on every check.
+    pub(crate) fn new(
+        rules: Rules,
+        prefix: &[u8],
+        counts: &CountsByPath,
+    ) -> Result<CompiledRules, Error> {
+        let mut counts = counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut by_path = HashMap::with_capacity(rules.len());
+        for (path, rule) in rules.iter() {
+            let rates: Vec<Rate> = rule.quotas().iter().map(|&q| Rate::new(q)).collect();
+            for rate in &rates {
+                if rate.split(rate.tau()).is_none() {
+                    let quota = rate.quota();
+                    return Err(Error::Config(format!(
+                        "rule {path:?}: the quota {quota} spans more than Redis can hold"
+                    )));
+                }
+            }
+            let mut key_head = prefix.to_vec();
+            key_head.extend_from_slice(b"gcra1@");
+            escape_into(&mut key_head, path);
+            key_head.push(b':');
+            let compiled = CompiledRule {
+                rates,
+                shadow: rule.is_shadow(),
+                key_head,
+                counts: counts.entry(path.into()).or_default().clone(),
+            };
+            by_path.insert(path.into(), compiled);
+        }
+        Ok(CompiledRules { rules, by_path })
+    }
+
+    /// The rule that limits `key`, if any does (a rule with no quotas limits nothing).
+    pub(crate) fn rule_for(&self, key: &str) -> Option<&CompiledRule> {
+        let (path, _) = self.rules.rule_for(key)?;
+        self.by_path.get(path).filter(|rule| !rule.rates.is_empty())
+    }
+
+    /// The counts of every rule in force, by path.
+    pub(crate) fn stats(&self) -> Vec<RuleStats> {
+        self.rules
+            .iter()
+            .map(|(path, _)| {
+                let counts = &self.by_path[path].counts;
+                RuleStats {
+                    rule: path.to_string(),
+                    admitted: counts.admitted.get(),
+                    denied: counts.denied.get(),
+                    denied_in_shadow: counts.denied_in_shadow.get(),
+                }
+            })
+            .collect()
+    }
+}
+
+impl CompiledRule {
+    /// The Redis key that holds `key`'s buckets under this rule.
+    pub(crate) fn redis_key(&self, key: &str) -> Vec<u8> {
+        let mut full = Vec::with_capacity(self.key_head.len() + key.len());
+        full.extend_from_slice(&self.key_head);
+        full.extend_from_slice(key.as_bytes());
+        full
+    }
+}
+
+/// Appends `path` with `%`, `{`, `}` and `:` written as `%25`, `%7B`, `%7D` and `%3A`: so the
+/// first `:` after the head ends the path (two rules never share a Redis key), and a Redis
+/// Cluster hash tag can only come from the key itself.
+fn escape_into(out: &mut Vec<u8>, path: &str) {
+    for byte in path.bytes() {
+        match byte {
+            b'%' => out.extend_from_slice(b"%25"),
+            b'{' => out.extend_from_slice(b"%7B"),
+            b'}' => out.extend_from_slice(b"%7D"),
+            b':' => out.extend_from_slice(b"%3A"),
+            other => out.push(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compiled(rules: Rules) -> CompiledRules {
+        CompiledRules::new(rules, b"p:", &CountsByPath::default()).unwrap()
+    }
+
+    #[test]
+    fn keys_name_their_rule_and_never_meet_another_rules() {
+        let mut rules = Rules::new();
+        rules.insert("a", ["1/s".parse().unwrap()]);
+        rules.insert("a:b", ["1/s".parse().unwrap()]);
+        rules.insert("{x}", ["1/s".parse().unwrap()]);
+        let c = compiled(rules);
+        assert_eq!(c.rule_for("a/1").unwrap().redis_key("a/1"), b"p:gcra1@a:a/1");
+        assert_eq!(c.rule_for("a:b").unwrap().redis_key("a:b"), b"p:gcra1@a%3Ab:a:b");
+        // Without the escape, rule "a" on key "b:c" would be "p:gcra1@a:b:c" too.
+        assert_ne!(c.rule_for("a:b").unwrap().redis_key("c"), b"p:gcra1@a:b:c");
+        // A brace in a rule's path never becomes the hash tag: only the key's own can.
+        let tagged = c.rule_for("{x}/{t}/1").unwrap().redis_key("{x}/{t}/1");
+        assert_eq!(tagged, b"p:gcra1@%7Bx%7D:{x}/{t}/1");
+    }
+
+    #[test]
+    fn a_rule_without_quotas_limits_nothing() {
+        let mut rules = Rules::new();
+        rules.insert("", ["1/s".parse().unwrap()]);
+        rules.insert("free", []);
+        let c = compiled(rules);
+        assert!(c.rule_for("free/x").is_none());
+        assert_eq!(c.rule_for("paid/x").unwrap().redis_key("paid/x"), b"p:gcra1@:paid/x");
+    }
+
+    #[test]
+    fn counts_are_kept_by_path_across_compilations() {
+        let counts = CountsByPath::default();
+        let mut rules = Rules::new();
+        rules.insert("api", ["1/s".parse().unwrap()]);
+        let first = CompiledRules::new(rules.clone(), b"", &counts).unwrap();
+        first.rule_for("api/x").unwrap().counts.admitted.inc();
+        rules.insert("api", ["5/s".parse().unwrap()]);
+        let second = CompiledRules::new(rules, b"", &counts).unwrap();
+        assert_eq!(second.stats()[0].admitted, 1);
+    }
+}
