@@ -11,7 +11,7 @@
 -- ARGV[4]    max_wait, whole ms          ARGV[5] max_wait, ns within that ms
 -- ARGV[6]    extra units to lease after an admission (0: none; only with one plain key)
 -- ARGV[7]    ms added to each key's time to live beyond the moment its buckets are empty
--- ARGV[8]    "1": charge the cost if it conforms; "0": a peek, nothing is written
+-- ARGV[8]    "1": charge the cost if it conforms; "0": a peek, nothing is charged
 -- ARGV[9]    how keys hold their buckets:
 --            "0" plain: "ms:lo,ms:lo,..." (the key's name fixes its quotas; every key has the
 --                m quotas in order);
@@ -336,14 +336,16 @@ for i = 1, k do
   end
 end
 
-if not write then
-  return reply
+-- A peek decides nothing; a refusal charges nothing. Either returns now unless a key was carried
+-- over, whose new state is written (it means the same as the stored one, in the key's quotas).
+local granted = write
+if write then
+  reply[4], reply[5] = delay_ms, delay_ns
+  granted = le(delay_ms, delay_ns, mw_ms, mw_ns)
+  if not granted then reply[1] = 0 end
 end
-reply[4], reply[5] = delay_ms, delay_ns
-local granted = le(delay_ms, delay_ns, mw_ms, mw_ns)
-if not granted then
-  reply[1] = 0
-  if next(dirty) == nil then return reply end
+if not granted and next(dirty) == nil then
+  return reply
 end
 
 -- Which keys are charged: with a grant, the enforcing ones and those of every shadow group that

@@ -45,7 +45,8 @@ pub(crate) struct Call<'a> {
     pub(crate) max_wait_ns: u64,
     /// Extra units to lease after an admission (0: none; one plain key only).
     pub(crate) lease_want: u64,
-    /// `false` for a peek: decide nothing, write nothing, report the state.
+    /// `false` for a peek: charge nothing, report the state (a rule key carried over to new
+    /// quotas is still written in them).
     pub(crate) write: bool,
     /// Milliseconds a key lives beyond the moment its buckets are empty.
     pub(crate) expiry_slack_ms: u64,
