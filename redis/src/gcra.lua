@@ -32,11 +32,15 @@
 
 -- Needs Redis 5 or later (or any Valkey): scripts replicate their effects, so TIME is allowed.
 
--- The common call, one plain key and one quota, no lease: the steps of the general path below,
--- inlined before anything else is set up (a script pays for every function and table it makes,
--- on every call). Its quota is ARGV[10..15]; its cost ARGV[19..20].
-if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[9] == '0' then
+-- The common call, one enforcing key and one quota, no lease: the steps of the general path
+-- below, inlined before anything else is set up (a script pays for every function and table it
+-- makes, on every call). Its quota is ARGV[10..15]; its cost ARGV[19..20]. A rule bucket that
+-- must be carried over (kept in another rate, beyond tau, or with other buckets) leaves this
+-- block by `break` and goes the general way.
+if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[16] == '0' and ARGV[17] == '1' then
+repeat
   local tonumber = tonumber
+  local rule = ARGV[9] == '1'
   local now_ms, now_ns
   if ARGV[1] == '' then
     local t = redis.call('TIME')
@@ -52,18 +56,26 @@ if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[9] == '0' then
   local sm, sl = now_ms, nl
   local raw = redis.call('GET', KEYS[1])
   if raw then
-    local a, b = string.match(raw, '^(%d+):(%d+)$')
+    local a, b, d, x, y
+    if rule then
+      a, b, d, x, y = string.match(raw, '^(%d+):(%d+)@(%d+):(%d+):(%d+)$')
+      if a == nil or d ~= ARGV[10] or x ~= ARGV[12] or y ~= ARGV[13] then break end
+    else
+      a, b = string.match(raw, '^(%d+):(%d+)$')
+    end
     if a == nil or #a > 16 or #b > 16 then
       return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[1])
     end
     local am, al = tonumber(a), tonumber(b)
-    if am >= 9007199254740992 or al >= L then
+    if am >= 9007199254740992 or al >= L or (rule and am >= 4503599627370496) then
       return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[1])
     end
     if am > now_ms or (am == now_ms and al > nl) then sm, sl = am, al end
   end
   local bm, bl = sm - now_ms, sl - nl
   if bl < 0 then bm, bl = bm - 1, bl + L end
+  -- A rule bucket beyond tau (its burst was lowered) is capped, and written: the general way.
+  if rule and (bm > um or (bm == um and bl > ul)) then break end
   local reply = { 1, now_ms, now_ns, 0, 0, 0, bm, bl }
   if ARGV[8] ~= '1' then return reply end
   local em, el = bm + cm, bl + cl
@@ -92,8 +104,11 @@ if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[9] == '0' then
   local tm, tl = sm - now_ms, sl - nl
   if tl < 0 then tm, tl = tm - 1, tl + L end
   if tl > 0 then tm = tm + 1 end
-  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', sm, sl), 'PX', tm + tonumber(ARGV[7]) + 1)
+  local value = string.format('%.0f:%.0f', sm, sl)
+  if rule then value = value .. '@' .. ARGV[10] .. ':' .. ARGV[12] .. ':' .. ARGV[13] end
+  redis.call('SET', KEYS[1], value, 'PX', tm + tonumber(ARGV[7]) + 1)
   return reply
+until true
 end
 
 
