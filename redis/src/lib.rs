@@ -155,6 +155,7 @@ mod config;
 mod error;
 mod fallback;
 mod lease;
+mod leasing;
 mod limiter;
 mod reservation;
 mod rules;

@@ -4,7 +4,7 @@ use crate::client::Client;
 use crate::config::Builder;
 use crate::error::Error;
 use crate::fallback::Fallback;
-use crate::lease::{Lease, LeaseTable, Local, Schedule};
+use crate::lease::LeaseTable;
 use crate::reservation::RedisReservation;
 use crate::script::{Call, CallKey, Reply};
 use crate::stats::Stats;
@@ -33,20 +33,20 @@ use std::time::Duration;
 /// ```
 #[derive(Clone)]
 pub struct AsyncRedisLimiter {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 /// Everything a limiter's handles share.
-struct Shared {
-    client: Client,
+pub(crate) struct Shared {
+    pub(crate) client: Client,
     /// The quotas, compiled: every key has one bucket of each.
-    rates: Vec<Rate>,
+    pub(crate) rates: Vec<Rate>,
     /// `prefix + "gcra1" + "/<rate>"... + ":"`: the start of every Redis key of this limiter.
     key_head: Vec<u8>,
     fallback: Fallback,
-    leases: Option<LeaseTable>,
+    pub(crate) leases: Option<LeaseTable>,
     /// The smallest burst over the quotas: a cost above it never conforms.
-    min_burst: u64,
+    pub(crate) min_burst: u64,
 }
 
 impl Shared {
@@ -263,29 +263,8 @@ impl AsyncRedisLimiter {
         self.shared.redis_key(key.as_ref())
     }
 
-    /// Answers from the lease table alone, when it can (no await: the blocking API uses it too).
-    pub(crate) fn try_local(&self, key: &[u8], n: u64) -> Option<Result<Admitted, Denied>> {
-        let table = self.shared.leases.as_ref()?;
-        if n == 0 || n > self.shared.min_burst {
-            // A peek, or a cost that never conforms: Redis reports those.
-            return None;
-        }
-        let stats = &self.shared.client.stats;
-        match table.serve(key, self.shared.client.local_clock.now_ns(), n) {
-            Local::Admitted(left) => {
-                stats.local_admitted.inc();
-                Some(Ok(Admitted::new(left, Duration::ZERO)))
-            }
-            Local::Denied(retry) => {
-                stats.local_denied.inc();
-                Some(Err(Denied::new(0, Duration::ZERO, Some(Duration::from_nanos(retry)))))
-            }
-            Local::Ask => None,
-        }
-    }
-
     /// One script call deciding cost `n` on `keys` (may wait `max_wait_ns`), with its reply.
-    async fn decide(
+    pub(crate) async fn decide(
         &self,
         keys: &[&[u8]],
         n: u64,
@@ -295,7 +274,7 @@ impl AsyncRedisLimiter {
         self.decide_leasing(keys, n, max_wait_ns, 0, c.caller_now(), c.deadline).await
     }
 
-    async fn decide_leasing(
+    pub(crate) async fn decide_leasing(
         &self,
         keys: &[&[u8]],
         n: u64,
@@ -345,7 +324,7 @@ impl AsyncRedisLimiter {
     }
 
     /// The decision, or the failure policy's answer when there is none.
-    fn or_policy(
+    pub(crate) fn or_policy(
         &self,
         keys: &[&[u8]],
         n: u64,
@@ -360,65 +339,6 @@ impl AsyncRedisLimiter {
                 s.fallback.decide(keys, n, c.retry_hint(), &c.stats)
             }
         }
-    }
-
-    /// `check_n` for a key that may hold a lease: one caller at a time renews it.
-    async fn leased_check(
-        &self,
-        table: &LeaseTable,
-        key: &[u8],
-        n: u64,
-    ) -> Result<Admitted, Denied> {
-        let c = &self.shared.client;
-        let Some(slot) = table.slot(key, c.local_clock.now_ns()) else {
-            return self.or_policy(&[key], n, self.decide(&[key], n, 0).await);
-        };
-        // One deadline for the whole call: waiting for the renewer, then the round trip.
-        let started = std::time::Instant::now();
-        let Ok(_renewing) = tokio::time::timeout(c.deadline, slot.refill.lock()).await else {
-            c.stats.timeouts.inc();
-            return self.or_policy(&[key], n, Err(Error::Timeout(c.deadline)));
-        };
-        // Another caller may have renewed the lease while this one waited.
-        if let Some(decided) = self.try_local(key, n) {
-            return decided;
-        }
-        let origin = c.local_clock.now_ns();
-        let config = table.config();
-        let want = slot.lease.load().next_size(origin, config.hot_ns(), config.max_units());
-        let now = c.caller_clock.as_ref().map(|_| origin);
-        let budget = c.deadline.saturating_sub(started.elapsed());
-        let decided = self.decide_leasing(&[key], n, 0, want, now, budget).await;
-        if let Ok((decision, reply)) = &decided {
-            match decision {
-                Ok(_) => slot.lease.store(Arc::new(self.lease_from(origin, reply, n))),
-                Err(no) if n == 1 => {
-                    if let Some(retry) = no.retry_after() {
-                        let retry = u64::try_from(retry.as_nanos()).unwrap_or(u64::MAX);
-                        slot.deny_until(origin, retry);
-                    }
-                }
-                Err(_) => {}
-            }
-        }
-        self.or_policy(&[key], n, decided)
-    }
-
-    /// The lease an admission of cost `n` took (possibly of no units: it still records when).
-    fn lease_from(&self, origin: u64, reply: &Reply, n: u64) -> Lease {
-        let c = &self.shared.client;
-        let schedules = self
-            .shared
-            .rates
-            .iter()
-            .zip(&reply.backlogs)
-            .map(|(rate, &before)| Schedule {
-                units_per_ns: u128::from(rate.units_per_ns()),
-                interval: rate.interval(),
-                first: before + rate.cost(n),
-            })
-            .collect();
-        Lease::new(origin, c.caller_clock.is_none(), schedules, reply.leased)
     }
 }
 

@@ -83,16 +83,14 @@ impl CompiledRules {
 
     /// The counts of every rule in force, by path.
     pub(crate) fn stats(&self) -> Vec<RuleStats> {
-        self.rules
-            .iter()
-            .map(|(path, _)| {
-                let counts = &self.by_path[path].counts;
-                RuleStats {
-                    rule: path.to_string(),
-                    admitted: counts.admitted.get(),
-                    denied: counts.denied.get(),
-                    denied_in_shadow: counts.denied_in_shadow.get(),
-                }
+        let counted =
+            self.rules.iter().filter_map(|(path, _)| Some((path, self.by_path.get(path)?)));
+        counted
+            .map(|(path, rule)| RuleStats {
+                rule: path.to_string(),
+                admitted: rule.counts.admitted.get(),
+                denied: rule.counts.denied.get(),
+                denied_in_shadow: rule.counts.denied_in_shadow.get(),
             })
             .collect()
     }
