@@ -97,6 +97,8 @@ impl Call<'_> {
             let n = if self.write { self.n.saturating_mul(key.times_named) } else { 0 };
             for rate in key.rates {
                 let j = 1 + quotas.iter().position(|q| std::ptr::eq(*q, rate)).unwrap_or(0);
+                // Any cost above the burst refuses alike: one unit more keeps it in range.
+                let n = n.min(rate.burst().saturating_add(1));
                 let cost =
                     rate.split(rate.cost(n)).ok_or(Error::InvalidRequest("cost out of range"))?;
                 cmd.arg(j).arg(cost.ms).arg(cost.lo);

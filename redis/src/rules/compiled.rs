@@ -11,10 +11,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// The rules in force, compiled. Swapped whole by a reload: a check reads one set from start to
 /// end.
 pub(crate) struct CompiledRules {
-    /// The rules as given (for the longest-prefix lookup, and for `rules()`).
+    /// The rules as given.
     pub(crate) rules: Rules,
     /// Each rule by path.
     by_path: HashMap<Box<str>, CompiledRule>,
+    /// The distinct lengths of the configured paths but `""`, longest first: the only places a
+    /// key can be cut to find its rule (see [`rule_for`](Self::rule_for)).
+    lengths: Vec<usize>,
 }
 
 /// One rule, compiled.
@@ -72,13 +75,24 @@ impl CompiledRules {
             };
             by_path.insert(path.into(), compiled);
         }
-        Ok(CompiledRules { rules, by_path })
+        let mut lengths: Vec<usize> = rules.iter().map(|(path, _)| path.len()).collect();
+        lengths.retain(|&len| len > 0);
+        lengths.sort_unstable_by(|a, b| b.cmp(a));
+        lengths.dedup();
+        Ok(CompiledRules { rules, by_path, lengths })
     }
 
-    /// The rule that limits `key`, if any does (a rule with no quotas limits nothing).
+    /// The rule that limits `key`, if any does: its longest configured prefix cut at `/` (as
+    /// [`Rules::rule_for`]), then `""`; a rule with no quotas limits nothing. Only the configured
+    /// lengths are tried (a length `l` where the key ends or has a `/`), one hash lookup each, so
+    /// a key of many segments costs no more than one of a few.
     pub(crate) fn rule_for(&self, key: &str) -> Option<&CompiledRule> {
-        let (path, _) = self.rules.rule_for(key)?;
-        self.by_path.get(path).filter(|rule| !rule.rates.is_empty())
+        let bytes = key.as_bytes();
+        let cut =
+            self.lengths.iter().filter(|&&len| len == key.len() || bytes.get(len) == Some(&b'/'));
+        // A cut at the key's end or before a `/` (ASCII, never inside a character) is a boundary.
+        let found = cut.filter_map(|&len| self.by_path.get(key.get(..len)?)).next();
+        found.or_else(|| self.by_path.get("")).filter(|rule| !rule.rates.is_empty())
     }
 
     /// The counts of every rule in force, by path.
@@ -143,6 +157,40 @@ mod tests {
         // A brace in a rule's path never becomes the hash tag: only the key's own can.
         let tagged = c.rule_for("{x}/{t}/1").unwrap().redis_key("{x}/{t}/1");
         assert_eq!(tagged, b"p:gcra1@%7Bx%7D:{x}/{t}/1");
+    }
+
+    #[test]
+    fn the_longest_prefix_cut_at_a_slash_wins_as_in_rules() {
+        let mut rules = Rules::new();
+        for path in ["", "a", "a/b", "a/b/c", "x//y", "é", "rate_limit/192.168.11.3"] {
+            rules.insert(path, ["1/s".parse().unwrap()]);
+        }
+        let c = compiled(rules.clone());
+        let keys = [
+            "a",
+            "a/b",
+            "a/bc",
+            "a/b/c/d",
+            "a/b/cd",
+            "ab",
+            "",
+            "x//y/z",
+            "x/",
+            "é/ü",
+            "éa",
+            "rate_limit/192.168.11.30",
+            "rate_limit/192.168.11.3/x",
+            "/a",
+            "a/",
+        ];
+        for key in keys {
+            let expected = rules.rule_for(key).map(|(path, _)| path).unwrap();
+            let head = c.rule_for(key).unwrap().redis_key("");
+            let mut expected_head = b"p:gcra1@".to_vec();
+            escape_into(&mut expected_head, expected);
+            expected_head.push(b':');
+            assert_eq!(head, expected_head, "{key:?}");
+        }
     }
 
     #[test]
