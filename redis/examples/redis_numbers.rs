@@ -3,8 +3,9 @@
 //!
 //! `cargo run --release -p leakgate-redis --example redis_numbers [seconds per measurement]`
 //!
-//! 1. decisions/s from one process, 64 tasks over one connection: leakgate's script and the
-//!    floating-seconds script, interleaved, median of 3 rounds each;
+//! 1. decisions/s from one process, 64 tasks over one connection: leakgate's script (a plain
+//!    limiter, and a rules limiter whose rule has the same one quota) and the floating-seconds
+//!    script, interleaved, median of 3 rounds each;
 //! 2. a hot key with and without leases, 64 tasks: decisions/s and round trips;
 //! 3. latency of one check at a time: p50, p99, p99.9;
 //! 4. a fleet of 1, 4 and 16 processes on one hot key with leases: round trips saved and the
@@ -13,8 +14,8 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use leakgate::Quota;
-use leakgate_redis::{AsyncRedisLimiter, LeaseConfig, RedisLimiter};
+use leakgate::{Quota, Rules};
+use leakgate_redis::{AsyncRedisLimiter, AsyncRedisRuleLimiter, LeaseConfig, RedisLimiter};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,24 +37,32 @@ fn main() {
     println!("redis-server at {}; {secs} s per measurement", server.url());
 
     // 1. Throughput, both scripts, interleaved.
-    let (mut ours, mut float) = (Vec::new(), Vec::new());
-    let (mut ours_us, mut float_us) = (Vec::new(), Vec::new());
+    let (mut ours, mut rules, mut float) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_us, mut rules_us, mut float_us) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..3 {
         ours.push(rt.block_on(leakgate_throughput(&server, run_for, round)));
         ours_us.push(server_usec_per_call(&server));
+        rules.push(rt.block_on(rules_throughput(&server, run_for, round)));
+        rules_us.push(server_usec_per_call(&server));
         float.push(rt.block_on(float_throughput(&server, run_for, round)));
         float_us.push(server_usec_per_call(&server));
     }
     println!("\n64 tasks, one connection, distinct keys (decisions/s, median of 3):");
     println!("  leakgate script      {:>10.0}   (rounds {:?})", median(&mut ours), rounded(&ours));
     println!(
+        "  same, rules limiter  {:>10.0}   (rounds {:?})",
+        median(&mut rules),
+        rounded(&rules)
+    );
+    println!(
         "  float-seconds script {:>10.0}   (rounds {:?})",
         median(&mut float),
         rounded(&float)
     );
     println!(
-        "  redis-server time per EVALSHA (median, us): leakgate {:.2}, float {:.2}",
+        "  redis-server time per EVALSHA (median, us): leakgate {:.2}, rules {:.2}, float {:.2}",
         median(&mut ours_us),
+        median(&mut rules_us),
         median(&mut float_us)
     );
     if std::env::var("LEAKGATE_NUMBERS_ONLY_THROUGHPUT").is_ok() {
@@ -167,6 +176,25 @@ async fn leakgate_throughput(server: &RedisServer, run_for: Duration, round: usi
         .await
         .unwrap();
     let keys: Arc<Vec<String>> = Arc::new((0..TASKS).map(|i| format!("k{i}")).collect());
+    drive(run_for, move |i| {
+        let (lim, keys) = (lim.clone(), keys.clone());
+        async move {
+            let _ = lim.check(&keys[i]).await;
+        }
+    })
+    .await
+}
+
+async fn rules_throughput(server: &RedisServer, run_for: Duration, round: usize) -> f64 {
+    let mut one_rule = Rules::new();
+    one_rule.insert("k", ["1000000000/s".parse::<Quota>().unwrap()]);
+    let lim = AsyncRedisRuleLimiter::builder(&server.url())
+        .prefix(format!("rules{round}:"))
+        .deadline(Duration::from_millis(100))
+        .connect_rules_async(one_rule)
+        .await
+        .unwrap();
+    let keys: Arc<Vec<String>> = Arc::new((0..TASKS).map(|i| format!("k/{i}")).collect());
     drive(run_for, move |i| {
         let (lim, keys) = (lim.clone(), keys.clone());
         async move {

@@ -4,12 +4,12 @@ use crate::config::Builder;
 use crate::error::Error;
 use crate::limiter::AsyncRedisLimiter;
 use crate::reservation::RedisReservation;
+use crate::runtime::OwnRuntime;
 use crate::stats::Stats;
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
-use tokio::runtime::{Handle, Runtime};
 
 /// A limit shared through Redis, for code that is not async: every process that connects with
 /// the same quotas and prefix shares each key's buckets, with the meaning of
@@ -31,10 +31,9 @@ use tokio::runtime::{Handle, Runtime};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct RedisLimiter {
+    /// Shut down first (fields drop in declaration order), then the connection goes.
+    runtime: OwnRuntime,
     limiter: AsyncRedisLimiter,
-    handle: Handle,
-    /// Kept only to be shut down without blocking when the limiter is dropped.
-    runtime: Option<Runtime>,
 }
 
 impl RedisLimiter {
@@ -60,15 +59,9 @@ impl RedisLimiter {
     }
 
     pub(crate) fn from_builder(b: Builder) -> Result<RedisLimiter, Error> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("leakgate-redis")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Config(format!("cannot start the limiter's runtime: {e}")))?;
-        let handle = runtime.handle().clone();
-        let limiter = run_on(&handle, AsyncRedisLimiter::from_builder(b))?;
-        Ok(RedisLimiter { limiter, handle, runtime: Some(runtime) })
+        let runtime = OwnRuntime::start()?;
+        let limiter = runtime.run(AsyncRedisLimiter::from_builder(b))?;
+        Ok(RedisLimiter { limiter, runtime })
     }
 
     /// Checks one unit for `key`: `check_n(key, 1)`.
@@ -220,32 +213,7 @@ impl RedisLimiter {
     where
         F::Output: Send,
     {
-        run_on(&self.handle, fut)
-    }
-}
-
-/// Drives `fut` to completion on the limiter's runtime. From inside another runtime, where
-/// blocking the thread in `block_on` is not allowed, it blocks a scoped thread instead.
-fn run_on<F: Future + Send>(handle: &Handle, fut: F) -> F::Output
-where
-    F::Output: Send,
-{
-    if Handle::try_current().is_err() {
-        return handle.block_on(fut);
-    }
-    std::thread::scope(|s| {
-        s.spawn(|| handle.block_on(fut))
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
-}
-
-impl Drop for RedisLimiter {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            // Not `drop`: that blocks, and panics when the limiter is dropped in async code.
-            runtime.shutdown_background();
-        }
+        self.runtime.run(fut)
     }
 }
 

@@ -3,29 +3,27 @@
 use crate::breaker::{Breaker, Gate};
 use crate::config::Builder;
 use crate::error::Error;
-use crate::fallback::{Fallback, LocalClock};
-use crate::lease::LeaseTable;
+use crate::fallback::LocalClock;
 use crate::script::{self, Call, Reply};
 use crate::stats::Counters;
-use crate::units::Rate;
 use leakgate::{Clock, TscClock};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
-/// Everything a limiter shares between its handles.
+/// The connection to Redis and what guards each call on it: the deadline, the circuit breaker,
+/// the bound on calls in flight, the clocks and the counters. Shared by every kind of limiter.
 pub(crate) struct Client {
     conn: ConnectionManager,
     sha: String,
-    pub(crate) rates: Vec<Rate>,
-    /// `prefix + rates + ":"`: the start of every Redis key of this limiter.
-    key_head: Vec<u8>,
+    /// The start of every Redis key of this limiter.
+    pub(crate) prefix: Vec<u8>,
     pub(crate) deadline: Duration,
-    pub(crate) fallback: Fallback,
     /// The caller's clock, when time does not come from Redis.
     pub(crate) caller_clock: Option<LocalClock>,
-    /// The clock leases and cached denials read: the caller's, or a monotonic one.
+    /// The clock leases, cached denials and local fallbacks read: the caller's, or a monotonic
+    /// one.
     pub(crate) local_clock: LocalClock,
     monotonic: TscClock,
     pub(crate) expiry_slack_ms: u64,
@@ -33,21 +31,14 @@ pub(crate) struct Client {
     breaker_open_for: Duration,
     pub(crate) stats: Counters,
     in_flight: Semaphore,
-    pub(crate) leases: Option<LeaseTable>,
-    /// The smallest burst over the quotas: a cost above it never conforms.
-    pub(crate) min_burst: u64,
 }
 
 impl Client {
     /// Connects (waiting at most the connect timeout) and loads the script.
-    pub(crate) async fn connect(b: Builder) -> Result<Client, Error> {
-        if b.quotas.is_empty() {
-            return Err(Error::Config("a limiter needs at least one quota".into()));
-        }
+    pub(crate) async fn connect(b: &Builder) -> Result<Client, Error> {
         if b.prefix.contains('{') {
             return Err(Error::Config("the key prefix must not contain '{'".into()));
         }
-        let rates: Vec<Rate> = b.quotas.iter().map(|&q| Rate::new(q)).collect();
         let client =
             redis::Client::open(b.url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
         let config = ConnectionManagerConfig::new()
@@ -75,27 +66,16 @@ impl Client {
             Some(clock) => clock.clone(),
             None => Arc::new(monotonic.clone()),
         };
-        let fallback = Fallback::new(b.policy, &b.quotas, &local_clock)?;
         let slack = b.expiry_slack.unwrap_or(match b.caller_clock {
             Some(_) => Duration::from_secs(60),
             None => Duration::ZERO,
         });
-        let mut key_head = b.prefix.into_bytes();
-        key_head.extend_from_slice(b"gcra1");
-        for rate in &rates {
-            key_head.push(b'/');
-            key_head.extend_from_slice(rate.id().as_bytes());
-        }
-        key_head.push(b':');
         Ok(Client {
             conn,
             sha,
-            min_burst: rates.iter().map(Rate::burst).min().unwrap_or(0),
-            rates,
-            key_head,
+            prefix: b.prefix.clone().into_bytes(),
             deadline: b.deadline,
-            fallback,
-            caller_clock: b.caller_clock,
+            caller_clock: b.caller_clock.clone(),
             local_clock,
             monotonic,
             expiry_slack_ms: u64::try_from(slack.as_millis()).unwrap_or(u64::MAX),
@@ -103,16 +83,7 @@ impl Client {
             breaker_open_for: b.breaker_open_for,
             stats: Counters::default(),
             in_flight: Semaphore::new(b.max_in_flight),
-            leases: b.leases.map(LeaseTable::new),
         })
-    }
-
-    /// The Redis key that holds `key`'s buckets.
-    pub(crate) fn redis_key(&self, key: &[u8]) -> Vec<u8> {
-        let mut full = Vec::with_capacity(self.key_head.len() + key.len());
-        full.extend_from_slice(&self.key_head);
-        full.extend_from_slice(key);
-        full
     }
 
     /// The time to send to the script: the caller's clock, or `None` for Redis `TIME`.
@@ -133,7 +104,7 @@ impl Client {
     /// unless the breaker is open or too many calls are in flight. Records the outcome in the
     /// breaker and the counters.
     pub(crate) async fn call(&self, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
-        let cmd = call.command(&self.sha, &self.rates)?;
+        let cmd = call.command(&self.sha)?;
         let gate = self.breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
             self.stats.short_circuited.inc();
@@ -148,8 +119,7 @@ impl Client {
         let error = match answer {
             Ok(Ok(value)) => {
                 self.breaker.success();
-                let buckets = call.keys.len() * self.rates.len();
-                let reply = Reply::parse(value, &self.rates, buckets);
+                let reply = Reply::parse(value, call);
                 if reply.is_err() {
                     self.stats.rejected.inc();
                 }

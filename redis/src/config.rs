@@ -3,7 +3,8 @@
 use crate::blocking::RedisLimiter;
 use crate::error::Error;
 use crate::limiter::AsyncRedisLimiter;
-use leakgate::{Clock, Quota};
+use crate::rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
+use leakgate::{Clock, Quota, Rules};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -323,6 +324,39 @@ impl Builder {
     /// ```
     pub async fn connect_async(self) -> Result<AsyncRedisLimiter, Error> {
         AsyncRedisLimiter::from_builder(self).await
+    }
+}
+
+impl Builder {
+    /// Connects a [`RedisRuleLimiter`] enforcing `rules` (leave [`quota`](Self::quota) and
+    /// [`leases`](Self::leases) out: a rules limiter takes its quotas from its rules, and takes
+    /// no leases), blocking until Redis answers or the connect timeout passes.
+    ///
+    /// ```no_run
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .prefix("myapp:")
+    ///     .connect_rules(rules)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_rules(self, rules: Rules) -> Result<RedisRuleLimiter, Error> {
+        RedisRuleLimiter::from_builder(self, rules)
+    }
+
+    /// Connects an [`AsyncRedisRuleLimiter`] enforcing `rules`, from async code.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .connect_rules_async(rules)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_rules_async(self, rules: Rules) -> Result<AsyncRedisRuleLimiter, Error> {
+        AsyncRedisRuleLimiter::from_builder(self, rules).await
     }
 }
 

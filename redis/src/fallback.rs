@@ -44,44 +44,55 @@ impl Fallback {
         retry: Duration,
         stats: &Counters,
     ) -> Result<Admitted, Denied> {
-        match self.policy {
-            FailurePolicy::Deny => {
-                stats.policy_denied.inc();
-                Err(Denied::new(0, Duration::ZERO, Some(retry)))
-            }
-            FailurePolicy::Allow => {
-                stats.policy_admitted.inc();
-                Ok(Admitted::new(0, Duration::ZERO))
-            }
-            FailurePolicy::Local { .. } => {
-                // Each (key, quota) in turn; a denial leaves the earlier ones charged, which can
-                // only refuse more, never admit more than each local bucket allows.
-                let mut remaining = u64::MAX;
-                let mut reset_after = Duration::ZERO;
-                for key in keys {
-                    for lim in &self.local {
-                        match lim.check_n(*key, n) {
-                            Ok(ok) => {
-                                remaining = remaining.min(ok.remaining());
-                                reset_after = reset_after.max(ok.reset_after());
-                            }
-                            Err(no) => {
-                                stats.fallback_denied.inc();
-                                return Err(no);
-                            }
-                        }
-                    }
+        answer(self.policy, retry, stats, || {
+            // Each (key, quota) in turn; a denial leaves the earlier ones charged, which can
+            // only refuse more, never admit more than each local bucket allows.
+            let mut remaining = u64::MAX;
+            let mut reset_after = Duration::ZERO;
+            for key in keys {
+                for lim in &self.local {
+                    let ok = lim.check_n(*key, n)?;
+                    remaining = remaining.min(ok.remaining());
+                    reset_after = reset_after.max(ok.reset_after());
                 }
-                stats.fallback_admitted.inc();
-                Ok(Admitted::new(remaining, reset_after))
             }
+            Ok(Admitted::new(remaining, reset_after))
+        })
+    }
+}
+
+/// What `policy` answers a request that Redis could not decide, counted: [`FailurePolicy::Deny`]
+/// and [`FailurePolicy::Allow`] by themselves, [`FailurePolicy::Local`] by `local`, the decision
+/// of this process's local limiters; `retry` is when asking Redis again may help.
+pub(crate) fn answer(
+    policy: FailurePolicy,
+    retry: Duration,
+    stats: &Counters,
+    local: impl FnOnce() -> Result<Admitted, Denied>,
+) -> Result<Admitted, Denied> {
+    match policy {
+        FailurePolicy::Deny => {
+            stats.policy_denied.inc();
+            Err(Denied::new(0, Duration::ZERO, Some(retry)))
+        }
+        FailurePolicy::Allow => {
+            stats.policy_admitted.inc();
+            Ok(Admitted::new(0, Duration::ZERO))
+        }
+        FailurePolicy::Local { .. } => {
+            let decision = local();
+            match decision {
+                Ok(_) => stats.fallback_admitted.inc(),
+                Err(_) => stats.fallback_denied.inc(),
+            }
+            decision
         }
     }
 }
 
 /// One server's share of a quota: the same count over `servers` times the period, with the burst
 /// divided (at least 1).
-fn share(quota: &Quota, servers: u32) -> Result<Quota, Error> {
+pub(crate) fn share(quota: &Quota, servers: u32) -> Result<Quota, Error> {
     let period = quota.period().checked_mul(servers);
     let burst = (quota.burst() / u64::from(servers)).max(1);
     period.and_then(|p| Quota::new(quota.count(), p, burst).ok()).ok_or_else(|| {

@@ -46,6 +46,82 @@
 //! `"{acme}/user/42"`. A single key needs no tag. (This crate connects to one node; a Cluster
 //! client is future work.)
 //!
+//! # Rules by key path
+//! A [`RedisRuleLimiter`] (blocking) or [`AsyncRedisRuleLimiter`] enforces a [`leakgate::Rules`]
+//! (built in code, or read from TOML with `Rules::from_file` and this crate's feature
+//! `rules-file`), with the meaning of [`leakgate::RuleLimiter`] (see `leakgate::docs::rules`)
+//! across every process that connects with the same rules and prefix: one rules file drives the
+//! in-process limiter and the fleet's alike.
+//!
+//! ```no_run
+//! use leakgate::Rules;
+//! use leakgate_redis::RedisRuleLimiter;
+//! let mut rules = Rules::new();
+//! rules.insert("rate_limit", ["1/s burst 10".parse()?]);
+//! rules.insert("rate_limit/192.168.11.3", ["100/s burst 500".parse()?]);
+//! rules.insert("api", ["10/s".parse()?, "1000/h".parse()?]);
+//! rules.insert("api/beta", ["5/s".parse()?]).shadow(true);
+//! let lim = RedisRuleLimiter::connect("redis://127.0.0.1:6379/", rules)?;
+//! assert_eq!(lim.check("rate_limit/10.0.0.1").unwrap().remaining(), 9);
+//! let ok = lim.check_all_n(&["api/{acme}", "rate_limit/{acme}"], 1); // one round trip
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! * **Which rule.** A key is limited by the rule of its longest configured prefix cut at `/`,
+//!   then by the default rule `""`. A key no rule limits (or whose rule has no quotas) is
+//!   admitted without a round trip and not tracked: `remaining() == u64::MAX`,
+//!   `reset_after() == 0` ([`Stats::untracked`] counts them).
+//! * **All or nothing, one round trip.** A check charges every quota of the key's rule, or none;
+//!   [`check_all_n`](RedisRuleLimiter::check_all_n) does so across keys of different rules in one
+//!   script call. Reports are the in-process limiter's: the smallest `remaining()`, the largest
+//!   `reset_after()`, and for a refusal the largest `retry_after()` (`None` if a bucket never can
+//!   conform). A key named twice is charged twice, as one cost of `2n`: a refusal reports its
+//!   buckets as they were, and `None` when `2n` is above a burst (the in-process limiter decides
+//!   each naming in turn, and reports the second from the first's charge).
+//! * **Shadow rules** decide and count ([`RedisRuleLimiter::rule_stats`], as
+//!   `RuleLimiter::stats`) but never refuse; a request one would refuse takes nothing from it.
+//! * **Keys.** A key's buckets live in one Redis key, `prefix + "gcra1@" + rule path + ":" +
+//!   key`, so two rules never share a bucket (in the path, `%`, `{`, `}` and `:` are written
+//!   `%25`, `%7B`, `%7D`, `%3A`). Each bucket names the rate it is kept in; the key expires when
+//!   all are empty, like a plain limiter's. A rule's table capacity and overflow policy do not
+//!   apply: Redis holds every key (the local fallback below uses them).
+//! * **Redis Cluster.** As above, the keys of one call must share a hash slot, and only the
+//!   key's own `{tag}` decides it (a brace in a rule path is escaped). Since rules match the
+//!   start of a key, put the tag after the rule's part: `"tenant/{acme}"` and
+//!   `"user/{acme}/42"` under rules `"tenant"` and `"user"`. A fleet-wide key (`"global"`) can be
+//!   checked together with per-tenant keys on a single Redis, not on a Cluster.
+//! * **When Redis cannot answer**, the failure policy answers as for a plain limiter;
+//!   [`FailurePolicy::Local`] checks a local [`leakgate::RuleLimiter`] holding every rule at this
+//!   process's share, reloaded with the limiter. Leases and reservations are not available with
+//!   rules.
+//!
+//! ## Reloads and levels
+//! [`RedisRuleLimiter::reload`] swaps the rules on this client at once (an `arc-swap`): each
+//! later check is decided wholly on the new rules, checks in flight on the old. Nothing in Redis
+//! changes then; the buckets of each key are carried over when the script next reads them (the
+//! key's first check or peek under the new rules), and written in their new quotas:
+//!
+//! * the i-th bucket becomes the bucket of the rule's i-th quota; a quota without a counterpart
+//!   starts empty; a bucket without one is dropped;
+//! * a bucket whose quota keeps its rate (the same emission interval, a new burst or the same
+//!   rate written otherwise: `10/s` and `600/min`) keeps its level exactly, capped at the new
+//!   burst;
+//! * a bucket whose rate changes keeps its level (units in the bucket, `(TAT - now) / T`)
+//!   rounded up to a whole unit, capped at the new burst, as that many emission intervals of the
+//!   new quota. The script does this with sums and comparisons of exact integers only;
+//! * a key whose rule path changes (a new override, a rule removed so that a shorter prefix
+//!   matches) has its buckets under the new path: they start empty, and its buckets under the
+//!   old path stay until they expire (a key that goes back finds them).
+//!
+//! This is `RuleLimiter::reload`'s meaning, with three differences that come from the levels
+//! living in Redis, shared by servers that reload at different times: a level is taken when the
+//! key is next read, not when the reload began (it drains at the old rate until then); a
+//! fraction of a unit is rounded up to a whole unit when the rate changes (the in-process limiter
+//! keeps it); a key that moves to another rule starts empty (the in-process limiter carries its
+//! level). While a fleet rolls a change out, servers on the old and the new rules each carry a
+//! key to their own quotas when they check it, rounding up and capping each time, so the key is
+//! limited by whichever rule checked it last.
+//!
 //! # Queue mode
 //! [`RedisLimiter::reserve_n`] grants a time to go, up to `max_wait` ahead, and charges the
 //! buckets from that time; reservations from all processes form one queue per key.
@@ -79,8 +155,11 @@ mod config;
 mod error;
 mod fallback;
 mod lease;
+mod leasing;
 mod limiter;
 mod reservation;
+mod rules;
+mod runtime;
 mod script;
 mod stats;
 mod units;
@@ -91,6 +170,7 @@ pub use config::{Builder, FailurePolicy, LeaseConfig};
 pub use error::Error;
 pub use limiter::AsyncRedisLimiter;
 pub use reservation::RedisReservation;
+pub use rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 pub use stats::Stats;
 
 /// The README's examples, compiled as doctests.

@@ -3,11 +3,12 @@
 use crate::client::Client;
 use crate::config::Builder;
 use crate::error::Error;
-use crate::lease::{Lease, LeaseTable, Local, Schedule};
+use crate::fallback::Fallback;
+use crate::lease::LeaseTable;
 use crate::reservation::RedisReservation;
-use crate::script::{Call, Reply};
+use crate::script::{Call, CallKey, Reply};
 use crate::stats::Stats;
-use crate::units::MAX_WAIT;
+use crate::units::{Rate, MAX_WAIT};
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
 use std::sync::Arc;
@@ -32,7 +33,30 @@ use std::time::Duration;
 /// ```
 #[derive(Clone)]
 pub struct AsyncRedisLimiter {
-    client: Arc<Client>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Everything a limiter's handles share.
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    /// The quotas, compiled: every key has one bucket of each.
+    pub(crate) rates: Vec<Rate>,
+    /// `prefix + "gcra1" + "/<rate>"... + ":"`: the start of every Redis key of this limiter.
+    key_head: Vec<u8>,
+    fallback: Fallback,
+    pub(crate) leases: Option<LeaseTable>,
+    /// The smallest burst over the quotas: a cost above it never conforms.
+    pub(crate) min_burst: u64,
+}
+
+impl Shared {
+    /// The Redis key that holds `key`'s buckets.
+    fn redis_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut full = Vec::with_capacity(self.key_head.len() + key.len());
+        full.extend_from_slice(&self.key_head);
+        full.extend_from_slice(key);
+        full
+    }
 }
 
 impl AsyncRedisLimiter {
@@ -59,7 +83,28 @@ impl AsyncRedisLimiter {
     }
 
     pub(crate) async fn from_builder(b: Builder) -> Result<AsyncRedisLimiter, Error> {
-        Ok(AsyncRedisLimiter { client: Arc::new(Client::connect(b).await?) })
+        if b.quotas.is_empty() {
+            return Err(Error::Config("a limiter needs at least one quota".into()));
+        }
+        let client = Client::connect(&b).await?;
+        let rates: Vec<Rate> = b.quotas.iter().map(|&q| Rate::new(q)).collect();
+        let fallback = Fallback::new(b.policy, &b.quotas, &client.local_clock)?;
+        let mut key_head = client.prefix.clone();
+        key_head.extend_from_slice(b"gcra1");
+        for rate in &rates {
+            key_head.push(b'/');
+            key_head.extend_from_slice(rate.id().as_bytes());
+        }
+        key_head.push(b':');
+        let shared = Shared {
+            client,
+            min_burst: rates.iter().map(Rate::burst).min().unwrap_or(0),
+            rates,
+            key_head,
+            fallback,
+            leases: b.leases.map(LeaseTable::new),
+        };
+        Ok(AsyncRedisLimiter { shared: Arc::new(shared) })
     }
 
     /// Checks one unit for `key`: `check_n(key, 1)`.
@@ -87,8 +132,8 @@ impl AsyncRedisLimiter {
         if let Some(decided) = self.try_local(key, n) {
             return decided;
         }
-        match &self.client.leases {
-            Some(table) if n >= 1 && n <= self.client.min_burst => {
+        match &self.shared.leases {
+            Some(table) if n >= 1 && n <= self.shared.min_burst => {
                 self.leased_check(table, key, n).await
             }
             _ => self.or_policy(&[key], n, self.decide(&[key], n, 0).await),
@@ -179,7 +224,7 @@ impl AsyncRedisLimiter {
         match self.decide(&[key], n, max_wait_ns).await {
             Ok((decision, reply)) => decision.map(|_| RedisReservation::new(&reply)),
             Err(e) => {
-                let now = self.client.local_clock.now_ns();
+                let now = self.shared.client.local_clock.now_ns();
                 self.or_policy(&[key], n, Err(e)).map(|_| RedisReservation::at(now))
             }
         }
@@ -193,7 +238,7 @@ impl AsyncRedisLimiter {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.client.stats.snapshot()
+        self.shared.client.stats.snapshot()
     }
 
     /// The quotas every key is limited by.
@@ -204,7 +249,7 @@ impl AsyncRedisLimiter {
     /// # }
     /// ```
     pub fn quotas(&self) -> Vec<Quota> {
-        self.client.rates.iter().map(|r| r.quota()).collect()
+        self.shared.rates.iter().map(|r| r.quota()).collect()
     }
 
     /// The Redis key that holds `key`'s buckets.
@@ -215,42 +260,21 @@ impl AsyncRedisLimiter {
     /// # }
     /// ```
     pub fn redis_key(&self, key: impl AsRef<[u8]>) -> Vec<u8> {
-        self.client.redis_key(key.as_ref())
-    }
-
-    /// Answers from the lease table alone, when it can (no await: the blocking API uses it too).
-    pub(crate) fn try_local(&self, key: &[u8], n: u64) -> Option<Result<Admitted, Denied>> {
-        let table = self.client.leases.as_ref()?;
-        if n == 0 || n > self.client.min_burst {
-            // A peek, or a cost that never conforms: Redis reports those.
-            return None;
-        }
-        let stats = &self.client.stats;
-        match table.serve(key, self.client.local_clock.now_ns(), n) {
-            Local::Admitted(left) => {
-                stats.local_admitted.inc();
-                Some(Ok(Admitted::new(left, Duration::ZERO)))
-            }
-            Local::Denied(retry) => {
-                stats.local_denied.inc();
-                Some(Err(Denied::new(0, Duration::ZERO, Some(Duration::from_nanos(retry)))))
-            }
-            Local::Ask => None,
-        }
+        self.shared.redis_key(key.as_ref())
     }
 
     /// One script call deciding cost `n` on `keys` (may wait `max_wait_ns`), with its reply.
-    async fn decide(
+    pub(crate) async fn decide(
         &self,
         keys: &[&[u8]],
         n: u64,
         max_wait_ns: u64,
     ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
-        let c = &self.client;
+        let c = &self.shared.client;
         self.decide_leasing(keys, n, max_wait_ns, 0, c.caller_now(), c.deadline).await
     }
 
-    async fn decide_leasing(
+    pub(crate) async fn decide_leasing(
         &self,
         keys: &[&[u8]],
         n: u64,
@@ -259,41 +283,37 @@ impl AsyncRedisLimiter {
         now_ns: Option<u64>,
         budget: Duration,
     ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
-        let c = &self.client;
+        let (s, c) = (&*self.shared, &self.shared.client);
         if keys.is_empty() {
             return Err(Error::InvalidRequest("a request needs at least one key"));
         }
-        let mut redis_keys: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
-        let mut times_named: Vec<u64> = Vec::with_capacity(keys.len());
+        let mut call_keys: Vec<CallKey<'_>> = Vec::with_capacity(keys.len());
         for key in keys {
-            let full = c.redis_key(key);
-            match redis_keys.iter().position(|k| *k == full) {
-                Some(i) => times_named[i] += 1,
-                None => {
-                    redis_keys.push(full);
-                    times_named.push(1);
-                }
+            let name = s.redis_key(key);
+            match call_keys.iter_mut().find(|k| k.name == name) {
+                Some(named) => named.times_named += 1,
+                None => call_keys.push(CallKey { name, rates: &s.rates, times_named: 1, group: 0 }),
             }
         }
-        let most_named = times_named.iter().copied().max().unwrap_or(1);
-        let never = n.saturating_mul(most_named) > c.min_burst;
+        let most_named = call_keys.iter().map(|k| k.times_named).max().unwrap_or(1);
+        let never = n.saturating_mul(most_named) > s.min_burst;
         let call = Call {
-            keys: &redis_keys,
-            times_named: &times_named,
+            keys: &call_keys,
             n,
             now_ns,
             max_wait_ns,
             lease_want,
             write: n > 0 && !never,
             expiry_slack_ms: c.expiry_slack_ms,
+            rules: false,
         };
         let reply = c.call(&call, budget).await?;
         let decision = if never {
-            Err(reply.denied(&c.rates, 0, true))
+            Err(reply.denied(&call_keys, 0, true))
         } else if reply.granted {
-            Ok(reply.admitted(&c.rates, &times_named, n))
+            Ok(reply.admitted(&call_keys, n))
         } else {
-            Err(reply.denied(&c.rates, max_wait_ns, false))
+            Err(reply.denied(&call_keys, max_wait_ns, false))
         };
         match &decision {
             Ok(_) => c.stats.redis_admitted.inc(),
@@ -304,7 +324,7 @@ impl AsyncRedisLimiter {
     }
 
     /// The decision, or the failure policy's answer when there is none.
-    fn or_policy(
+    pub(crate) fn or_policy(
         &self,
         keys: &[&[u8]],
         n: u64,
@@ -315,67 +335,10 @@ impl AsyncRedisLimiter {
             // A request that cannot be expressed is refused whatever the policy.
             Err(Error::InvalidRequest(_)) => Err(Denied::new(0, Duration::ZERO, None)),
             Err(_) => {
-                self.client.fallback.decide(keys, n, self.client.retry_hint(), &self.client.stats)
+                let (s, c) = (&self.shared, &self.shared.client);
+                s.fallback.decide(keys, n, c.retry_hint(), &c.stats)
             }
         }
-    }
-
-    /// `check_n` for a key that may hold a lease: one caller at a time renews it.
-    async fn leased_check(
-        &self,
-        table: &LeaseTable,
-        key: &[u8],
-        n: u64,
-    ) -> Result<Admitted, Denied> {
-        let c = &self.client;
-        let Some(slot) = table.slot(key, c.local_clock.now_ns()) else {
-            return self.or_policy(&[key], n, self.decide(&[key], n, 0).await);
-        };
-        // One deadline for the whole call: waiting for the renewer, then the round trip.
-        let started = std::time::Instant::now();
-        let Ok(_renewing) = tokio::time::timeout(c.deadline, slot.refill.lock()).await else {
-            c.stats.timeouts.inc();
-            return self.or_policy(&[key], n, Err(Error::Timeout(c.deadline)));
-        };
-        // Another caller may have renewed the lease while this one waited.
-        if let Some(decided) = self.try_local(key, n) {
-            return decided;
-        }
-        let origin = c.local_clock.now_ns();
-        let config = table.config();
-        let want = slot.lease.load().next_size(origin, config.hot_ns(), config.max_units());
-        let now = c.caller_clock.as_ref().map(|_| origin);
-        let budget = c.deadline.saturating_sub(started.elapsed());
-        let decided = self.decide_leasing(&[key], n, 0, want, now, budget).await;
-        if let Ok((decision, reply)) = &decided {
-            match decision {
-                Ok(_) => slot.lease.store(Arc::new(self.lease_from(origin, reply, n))),
-                Err(no) if n == 1 => {
-                    if let Some(retry) = no.retry_after() {
-                        let retry = u64::try_from(retry.as_nanos()).unwrap_or(u64::MAX);
-                        slot.deny_until(origin, retry);
-                    }
-                }
-                Err(_) => {}
-            }
-        }
-        self.or_policy(&[key], n, decided)
-    }
-
-    /// The lease an admission of cost `n` took (possibly of no units: it still records when).
-    fn lease_from(&self, origin: u64, reply: &Reply, n: u64) -> Lease {
-        let c = &self.client;
-        let schedules = c
-            .rates
-            .iter()
-            .zip(&reply.backlogs)
-            .map(|(rate, &before)| Schedule {
-                units_per_ns: u128::from(rate.units_per_ns()),
-                interval: rate.interval(),
-                first: before + rate.cost(n),
-            })
-            .collect();
-        Lease::new(origin, c.caller_clock.is_none(), schedules, reply.leased)
     }
 }
 

@@ -18,61 +18,98 @@ pub(crate) fn sha() -> String {
     redis::Script::new(SOURCE).get_hash().to_string()
 }
 
+/// One key of a call: its Redis key and its buckets.
+#[derive(Debug)]
+pub(crate) struct CallKey<'a> {
+    /// The full Redis key.
+    pub(crate) name: Vec<u8>,
+    /// The quota of each of its buckets, in order.
+    pub(crate) rates: &'a [Rate],
+    /// How many times the request named it: its buckets are charged that many times `n`.
+    pub(crate) times_named: u64,
+    /// 0: its buckets decide with every other enforcing bucket; `g > 0`: shadow group `g`, whose
+    /// buckets are charged only if they all conform, and never refuse the request.
+    pub(crate) group: u32,
+}
+
 /// One call of the script.
 #[derive(Debug)]
 pub(crate) struct Call<'a> {
-    /// Full Redis keys, each once.
-    pub(crate) keys: &'a [Vec<u8>],
-    /// How many times each key was named: its buckets are charged that many times `n`.
-    pub(crate) times_named: &'a [u64],
+    /// The keys, each once.
+    pub(crate) keys: &'a [CallKey<'a>],
     /// Cost of the request.
     pub(crate) n: u64,
     /// The caller's clock in ns, or `None` for Redis `TIME`.
     pub(crate) now_ns: Option<u64>,
     /// How long the request may wait to go, in ns (0 for a meter).
     pub(crate) max_wait_ns: u64,
-    /// Extra units to lease after an admission (0: none).
+    /// Extra units to lease after an admission (0: none; one plain key only).
     pub(crate) lease_want: u64,
-    /// `false` for a peek: decide nothing, write nothing, report the state.
+    /// `false` for a peek: charge nothing, report the state (a rule key carried over to new
+    /// quotas is still written in them).
     pub(crate) write: bool,
     /// Milliseconds a key lives beyond the moment its buckets are empty.
     pub(crate) expiry_slack_ms: u64,
+    /// Whether the keys hold rule buckets, each naming the rate it is kept in, carried over to
+    /// the key's quotas when they change (see `gcra.lua`); otherwise the key's name fixes its
+    /// quotas, and every key has the same ones in the same order.
+    pub(crate) rules: bool,
 }
 
 impl Call<'_> {
     /// The `EVALSHA` command for this call. Every number is below 2^53 (see [`crate::units`]).
-    pub(crate) fn command(&self, sha: &str, rates: &[Rate]) -> Result<redis::Cmd, Error> {
+    pub(crate) fn command(&self, sha: &str) -> Result<redis::Cmd, Error> {
+        // The quotas of the call, each once: the same `Rate` (by address) shared by several keys
+        // (the keys of a plain limiter, or of one rule) is sent once.
+        let mut quotas: Vec<&Rate> = Vec::new();
+        for key in self.keys {
+            for rate in key.rates {
+                if !quotas.iter().any(|q| std::ptr::eq(*q, rate)) {
+                    quotas.push(rate);
+                }
+            }
+        }
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(sha).arg(self.keys.len());
         for key in self.keys {
-            cmd.arg(key.as_slice());
+            cmd.arg(key.name.as_slice());
         }
         match self.now_ns {
             None => cmd.arg("").arg(0),
             Some(ns) => cmd.arg(ns / NS_PER_MS).arg(ns % NS_PER_MS),
         };
-        cmd.arg(rates.len())
+        cmd.arg(quotas.len())
             .arg(self.max_wait_ns / NS_PER_MS)
             .arg(self.max_wait_ns % NS_PER_MS)
             .arg(self.lease_want)
             .arg(self.expiry_slack_ms.min(1 << 40))
-            .arg(if self.write { "1" } else { "0" });
-        for rate in rates {
+            .arg(if self.write { "1" } else { "0" })
+            .arg(if self.rules { "1" } else { "0" });
+        for rate in &quotas {
             let t =
                 rate.split(rate.interval()).ok_or(Error::InvalidRequest("quota out of range"))?;
             let tau = rate.split(rate.tau()).ok_or(Error::InvalidRequest("quota out of range"))?;
             cmd.arg(rate.units_per_ns()).arg(rate.units_per_ms());
             cmd.arg(t.ms).arg(t.lo).arg(tau.ms).arg(tau.lo);
         }
-        for &times in self.times_named {
-            for rate in rates {
-                let n = if self.write { self.n.saturating_mul(times) } else { 0 };
+        for key in self.keys {
+            cmd.arg(key.group).arg(key.rates.len());
+            let n = if self.write { self.n.saturating_mul(key.times_named) } else { 0 };
+            for rate in key.rates {
+                let j = 1 + quotas.iter().position(|q| std::ptr::eq(*q, rate)).unwrap_or(0);
+                // Any cost above the burst refuses alike: one unit more keeps it in range.
+                let n = n.min(rate.burst().saturating_add(1));
                 let cost =
                     rate.split(rate.cost(n)).ok_or(Error::InvalidRequest("cost out of range"))?;
-                cmd.arg(cost.ms).arg(cost.lo);
+                cmd.arg(j).arg(cost.ms).arg(cost.lo);
             }
         }
         Ok(cmd)
+    }
+
+    /// How many buckets the call decides over.
+    pub(crate) fn buckets(&self) -> usize {
+        self.keys.iter().map(|key| key.rates.len()).sum()
     }
 }
 
@@ -92,25 +129,20 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    /// Reads the script's reply; `buckets` is the number of (key, quota) pairs.
-    pub(crate) fn parse(
-        value: redis::Value,
-        rates: &[Rate],
-        buckets: usize,
-    ) -> Result<Reply, Error> {
+    /// Reads the script's reply to `call`.
+    pub(crate) fn parse(value: redis::Value, call: &Call<'_>) -> Result<Reply, Error> {
         let bad = || Error::Rejected("unexpected reply from the leakgate script".into());
         let numbers: Vec<i64> =
             redis::FromRedisValue::from_redis_value(value).map_err(|_| bad())?;
-        if numbers.len() != 6 + 2 * buckets || numbers.iter().any(|&v| v < 0) {
+        if numbers.len() != 6 + 2 * call.buckets() || numbers.iter().any(|&v| v < 0) {
             return Err(bad());
         }
         let at = |i: usize| numbers[i] as u64;
         let span = |ms: u64, ns: u64| ms.saturating_mul(NS_PER_MS).saturating_add(ns);
-        let backlogs = (0..buckets)
-            .map(|x| {
-                let rate = &rates[x % rates.len()];
-                rate.join(Split { ms: at(6 + 2 * x), lo: at(7 + 2 * x) })
-            })
+        let rates = call.keys.iter().flat_map(|key| key.rates);
+        let backlogs = rates
+            .enumerate()
+            .map(|(x, rate)| rate.join(Split { ms: at(6 + 2 * x), lo: at(7 + 2 * x) }))
             .collect();
         Ok(Reply {
             granted: at(0) == 1,
@@ -121,28 +153,34 @@ impl Reply {
         })
     }
 
+    /// Each bucket of `keys` (as sent) with its backlog before the decision.
+    pub(crate) fn buckets<'a>(
+        &'a self,
+        keys: &'a [CallKey<'a>],
+    ) -> impl Iterator<Item = (&'a CallKey<'a>, &'a Rate, u128)> + 'a {
+        let buckets = keys.iter().flat_map(|key| key.rates.iter().map(move |rate| (key, rate)));
+        buckets.zip(&self.backlogs).map(|((key, rate), &before)| (key, rate, before))
+    }
+
     /// The backlog of each bucket after an admission of `n` per naming: `max(b, delay) + cost`,
     /// plus the leased units.
     pub(crate) fn backlogs_after<'a>(
         &'a self,
-        rates: &'a [Rate],
-        times_named: &'a [u64],
+        keys: &'a [CallKey<'a>],
         n: u64,
     ) -> impl Iterator<Item = (&'a Rate, u128)> + 'a {
-        self.backlogs.iter().enumerate().map(move |(x, &before)| {
-            let rate = &rates[x % rates.len()];
-            let times = times_named[x / rates.len()];
+        self.buckets(keys).map(move |(key, rate, before)| {
             let delay = rate.ns_to_units(self.delay_ns);
             let extra = rate.cost(self.leased);
-            (rate, before.max(delay) + rate.cost(n.saturating_mul(times)) + extra)
+            (rate, before.max(delay) + rate.cost(n.saturating_mul(key.times_named)) + extra)
         })
     }
 
     /// The admission this reply reports: the smallest `remaining()` (leased units counted) and
     /// the largest `reset_after()` over the buckets.
-    pub(crate) fn admitted(&self, rates: &[Rate], times_named: &[u64], n: u64) -> Admitted {
+    pub(crate) fn admitted(&self, keys: &[CallKey<'_>], n: u64) -> Admitted {
         let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
-        for (rate, backlog) in self.backlogs_after(rates, times_named, n) {
+        for (rate, backlog) in self.backlogs_after(keys, n) {
             remaining = remaining.min(rate.remaining(backlog));
             reset_after = reset_after.max(rate.units_to_duration(backlog));
         }
@@ -150,10 +188,9 @@ impl Reply {
     }
 
     /// The denial this reply reports; `never` for a cost above some bucket's burst.
-    pub(crate) fn denied(&self, rates: &[Rate], max_wait_ns: u64, never: bool) -> Denied {
+    pub(crate) fn denied(&self, keys: &[CallKey<'_>], max_wait_ns: u64, never: bool) -> Denied {
         let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
-        for (x, &backlog) in self.backlogs.iter().enumerate() {
-            let rate = &rates[x % rates.len()];
+        for (_, rate, backlog) in self.buckets(keys) {
             remaining = remaining.min(rate.remaining(backlog));
             reset_after = reset_after.max(rate.units_to_duration(backlog));
         }

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A snapshot of a limiter's counters, each counting since the limiter was built.
 ///
 /// Every decision is counted once, by where it came from: Redis (`redis_*`), this process's
-/// lease or cached denial (`local_*`), or the failure policy (`policy_*`, `fallback_*`). The
+/// lease or cached denial (`local_*`), the failure policy (`policy_*`, `fallback_*`), or no rule
+/// at all (`untracked`). The
 /// failures (`timeouts`, `unavailable`, `short_circuited`, `overloaded`, `rejected`) count why
 /// the policy had to answer.
 ///
@@ -52,6 +53,9 @@ pub struct Stats {
     pub fallback_admitted: u64,
     /// Failed calls denied by the local fallback limiter.
     pub fallback_denied: u64,
+    /// Requests admitted without a round trip because no rule limits any of their keys (rules
+    /// limiters only).
+    pub untracked: u64,
 }
 
 impl Stats {
@@ -71,6 +75,7 @@ impl Stats {
             + self.policy_denied
             + self.fallback_admitted
             + self.fallback_denied
+            + self.untracked
     }
 }
 
@@ -94,6 +99,7 @@ pub(crate) struct Counters {
     pub(crate) policy_denied: Counter,
     pub(crate) fallback_admitted: Counter,
     pub(crate) fallback_denied: Counter,
+    pub(crate) untracked: Counter,
 }
 
 /// A monotone event count.
@@ -114,7 +120,7 @@ impl Counter {
         self.add(1);
     }
 
-    fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         // Relaxed: as for `add`.
         self.0.load(Ordering::Relaxed)
     }
@@ -141,6 +147,7 @@ impl Counters {
             policy_denied: self.policy_denied.get(),
             fallback_admitted: self.fallback_admitted.get(),
             fallback_denied: self.fallback_denied.get(),
+            untracked: self.untracked.get(),
         }
     }
 }

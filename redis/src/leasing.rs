@@ -1,0 +1,92 @@
+//! How an [`AsyncRedisLimiter`] with leases answers a hot key: from its lease when it can, and
+//! renewing the lease in the round trip of a request when it cannot (see [`crate::lease`]).
+
+use crate::error::Error;
+use crate::lease::{Lease, LeaseTable, Local, Schedule};
+use crate::limiter::AsyncRedisLimiter;
+use crate::script::Reply;
+use leakgate::{Admitted, Denied};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl AsyncRedisLimiter {
+    /// Answers from the lease table alone, when it can (no await: the blocking API uses it too).
+    pub(crate) fn try_local(&self, key: &[u8], n: u64) -> Option<Result<Admitted, Denied>> {
+        let table = self.shared.leases.as_ref()?;
+        if n == 0 || n > self.shared.min_burst {
+            // A peek, or a cost that never conforms: Redis reports those.
+            return None;
+        }
+        let stats = &self.shared.client.stats;
+        match table.serve(key, self.shared.client.local_clock.now_ns(), n) {
+            Local::Admitted(left) => {
+                stats.local_admitted.inc();
+                Some(Ok(Admitted::new(left, Duration::ZERO)))
+            }
+            Local::Denied(retry) => {
+                stats.local_denied.inc();
+                Some(Err(Denied::new(0, Duration::ZERO, Some(Duration::from_nanos(retry)))))
+            }
+            Local::Ask => None,
+        }
+    }
+
+    /// `check_n` for a key that may hold a lease: one caller at a time renews it.
+    pub(crate) async fn leased_check(
+        &self,
+        table: &LeaseTable,
+        key: &[u8],
+        n: u64,
+    ) -> Result<Admitted, Denied> {
+        let c = &self.shared.client;
+        let Some(slot) = table.slot(key, c.local_clock.now_ns()) else {
+            return self.or_policy(&[key], n, self.decide(&[key], n, 0).await);
+        };
+        // One deadline for the whole call: waiting for the renewer, then the round trip.
+        let started = std::time::Instant::now();
+        let Ok(_renewing) = tokio::time::timeout(c.deadline, slot.refill.lock()).await else {
+            c.stats.timeouts.inc();
+            return self.or_policy(&[key], n, Err(Error::Timeout(c.deadline)));
+        };
+        // Another caller may have renewed the lease while this one waited.
+        if let Some(decided) = self.try_local(key, n) {
+            return decided;
+        }
+        let origin = c.local_clock.now_ns();
+        let config = table.config();
+        let want = slot.lease.load().next_size(origin, config.hot_ns(), config.max_units());
+        let now = c.caller_clock.as_ref().map(|_| origin);
+        let budget = c.deadline.saturating_sub(started.elapsed());
+        let decided = self.decide_leasing(&[key], n, 0, want, now, budget).await;
+        if let Ok((decision, reply)) = &decided {
+            match decision {
+                Ok(_) => slot.lease.store(Arc::new(self.lease_from(origin, reply, n))),
+                Err(no) if n == 1 => {
+                    if let Some(retry) = no.retry_after() {
+                        let retry = u64::try_from(retry.as_nanos()).unwrap_or(u64::MAX);
+                        slot.deny_until(origin, retry);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        self.or_policy(&[key], n, decided)
+    }
+
+    /// The lease an admission of cost `n` took (possibly of no units: it still records when).
+    fn lease_from(&self, origin: u64, reply: &Reply, n: u64) -> Lease {
+        let c = &self.shared.client;
+        let schedules = self
+            .shared
+            .rates
+            .iter()
+            .zip(&reply.backlogs)
+            .map(|(rate, &before)| Schedule {
+                units_per_ns: u128::from(rate.units_per_ns()),
+                interval: rate.interval(),
+                first: before + rate.cost(n),
+            })
+            .collect();
+        Lease::new(origin, c.caller_clock.is_none(), schedules, reply.leased)
+    }
+}

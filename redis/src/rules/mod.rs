@@ -1,0 +1,17 @@
+//! Rules by key path, kept in Redis: [`RedisRuleLimiter`] and [`AsyncRedisRuleLimiter`] enforce a
+//! [`leakgate::Rules`] across every process that connects with it (the crate docs,
+//! [Rules by key path](crate#rules-by-key-path), say what that means).
+//!
+//! * `compiled`: the rules in force, each rule's quotas compiled and its Redis key head;
+//! * `outcome`: a check's decision and counts from the script's reply;
+//! * `fallback`: the failure policy, with a local `RuleLimiter` at each rule's share;
+//! * `limiter` and `blocking`: the two faces.
+
+mod blocking;
+mod compiled;
+mod fallback;
+mod limiter;
+mod outcome;
+
+pub use blocking::RedisRuleLimiter;
+pub use limiter::AsyncRedisRuleLimiter;

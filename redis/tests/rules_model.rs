@@ -1,0 +1,205 @@
+//! Rules in Redis against the references, on the caller's clock: a one-rule setup answers
+//! exactly as the plain single-quota `RedisLimiter`; random rules (several quotas, overrides,
+//! shadow rules, keys no rule matches, several keys at once) answer exactly as the in-process
+//! `RuleLimiter` on the same `ManualClock` (decisions, reports and per-rule counts); a reload
+//! that changes a rule's quota carries each key's level over exactly (whole units, capped).
+
+mod support;
+
+use leakgate::{ManualClock, Quota, RuleLimiter, Rules};
+use leakgate_redis::{RedisLimiter, RedisRuleLimiter};
+use proptest::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+use support::model::{observed, Decision};
+use support::RedisServer;
+
+/// One server for every case; each case writes under its own prefix.
+fn server() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+fn next_prefix() -> String {
+    static CASE: AtomicU64 = AtomicU64::new(0);
+    format!("rules{}:", CASE.fetch_add(1, Ordering::Relaxed))
+}
+
+fn view(decision: Result<leakgate::Admitted, leakgate::Denied>) -> Decision {
+    observed(decision.map(|ok| (ok, 0)))
+}
+
+/// A clock at a realistic epoch (the ms field near 1.7 * 10^12, as with Redis TIME).
+fn clock(start: u64) -> ManualClock {
+    let clock = ManualClock::new();
+    clock.set(Duration::from_nanos(1_700_000_000_000_000_000 + start));
+    clock
+}
+
+fn redis_rules(rules: Rules, clock: &ManualClock) -> RedisRuleLimiter {
+    RedisRuleLimiter::builder(&server().url())
+        .prefix(next_prefix())
+        .caller_clock(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .expiry_slack(Duration::from_secs(3600))
+        .connect_rules(rules)
+        .unwrap()
+}
+
+/// Quotas with awkward intervals: any count up to 10^6 over any period up to 10 s in ns.
+fn any_quota() -> impl Strategy<Value = Quota> {
+    (1u64..=1_000_000, 1u64..=10_000_000_000, 1u64..=12)
+        .prop_filter_map("valid", |(c, p, b)| Quota::new(c, Duration::from_nanos(p), b).ok())
+}
+
+/// Quotas whose emission interval is a whole number of nanoseconds, where the in-process
+/// limiter reports exact times too.
+fn whole_ns_quota() -> impl Strategy<Value = Quota> {
+    let counts = prop::sample::select(vec![1u64, 2, 4, 5, 8, 10, 20, 25, 50, 100]);
+    let periods = prop::sample::select(vec![1u64, 10, 60]);
+    (counts, periods, 1u64..=12)
+        .prop_map(|(c, p, b)| Quota::new(c, Duration::from_secs(p), b).unwrap())
+}
+
+const PATHS: [&str; 5] = ["", "api", "api/beta", "tenant", "user"];
+const KEYS: [&str; 8] = [
+    "api/alice",
+    "api/beta",
+    "api/beta/x",
+    "tenant/{acme}",
+    "user/{acme}/42",
+    "web/x",
+    "apiary",
+    "user",
+];
+
+/// Rules over `PATHS`: each path absent, or with 0 to 3 quotas, maybe in shadow mode.
+fn rules() -> impl Strategy<Value = Rules> {
+    let rule = prop::option::weighted(
+        0.7,
+        (prop::collection::vec(whole_ns_quota(), 0..=3), prop::bool::weighted(0.25)),
+    );
+    prop::collection::vec(rule, PATHS.len()).prop_map(|rules| {
+        let mut out = Rules::new();
+        for (path, rule) in PATHS.iter().zip(rules) {
+            if let Some((quotas, shadow)) = rule {
+                out.insert(*path, quotas).shadow(shadow);
+            }
+        }
+        out
+    })
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Advance(u64),
+    Check(usize, u64),
+    /// Distinct keys (a key named twice is charged twice by both, but the in-process limiter
+    /// reports a refusal from its second naming's state: see the crate docs).
+    CheckAll(Vec<usize>, u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let step = prop_oneof![Just(0u64), 0u64..1_000_000, 0u64..3_000_000_000];
+    let keys = prop::sample::subsequence((0..KEYS.len()).collect::<Vec<_>>(), 1..=4);
+    prop_oneof![
+        3 => step.prop_map(Op::Advance),
+        6 => (0..KEYS.len(), 0u64..=14).prop_map(|(k, n)| Op::Check(k, n)),
+        3 => (keys, 0u64..=6).prop_map(|(k, n)| Op::CheckAll(k, n)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn one_rule_answers_like_the_single_quota_limiter(
+        quota in any_quota(),
+        path in prop::sample::select(vec!["", "api"]),
+        start in 0u64..1_000_000_000_000,
+        ops in prop::collection::vec((0u64..2_000_000_000, 0u64..=14), 1..30),
+    ) {
+        let clock = clock(start);
+        let mut rules = Rules::new();
+        rules.insert(path, [quota]);
+        let by_rule = redis_rules(rules, &clock);
+        let plain = RedisLimiter::builder(&server().url())
+            .quota(quota)
+            .prefix(next_prefix())
+            .caller_clock(clock.clone())
+            .deadline(Duration::from_secs(5))
+            .expiry_slack(Duration::from_secs(3600))
+            .connect()
+            .unwrap();
+        for (step, n) in ops {
+            clock.advance(Duration::from_nanos(step));
+            let expected = view(plain.check_n("api/alice", n));
+            prop_assert_eq!(view(by_rule.check_n("api/alice", n)), expected, "n = {}", n);
+        }
+        prop_assert_eq!(by_rule.stats().round_trips, plain.stats().round_trips);
+    }
+
+    #[test]
+    fn rules_answer_like_the_rule_limiter(
+        rules in rules(),
+        start in 0u64..1_000_000_000_000,
+        ops in prop::collection::vec(op(), 1..30),
+    ) {
+        let clock = clock(start);
+        let local = RuleLimiter::with_clock(rules.clone(), clock.clone());
+        let redis = redis_rules(rules, &clock);
+        for op in ops {
+            match op {
+                Op::Advance(ns) => clock.advance(Duration::from_nanos(ns)),
+                Op::Check(k, n) => {
+                    let expected = view(local.check_n(KEYS[k], n));
+                    prop_assert_eq!(view(redis.check_n(KEYS[k], n)), expected, "{} {}", KEYS[k], n);
+                }
+                Op::CheckAll(ks, n) => {
+                    let keys: Vec<&str> = ks.iter().map(|&k| KEYS[k]).collect();
+                    let expected = view(local.check_all_n(&keys, n));
+                    prop_assert_eq!(view(redis.check_all_n(&keys, n)), expected, "{:?} {}", keys, n);
+                }
+            }
+        }
+        prop_assert_eq!(redis.rule_stats(), local.stats());
+        let s = redis.stats();
+        prop_assert_eq!(s.timeouts + s.unavailable + s.rejected, 0);
+    }
+
+    #[test]
+    fn a_changed_quota_carries_each_level_exactly(
+        before in any_quota(),
+        after in any_quota(),
+        start in 0u64..1_000_000_000_000,
+        used in 1u64..=12,
+        idle in prop_oneof![Just(0u64), 0u64..1_000_000, 0u64..20_000_000_000],
+    ) {
+        let used = used.min(before.burst());
+        let clock = clock(start);
+        let mut rules = Rules::new();
+        rules.insert("r", [before]);
+        let lim = redis_rules(rules.clone(), &clock);
+        lim.check_n("r/k", used).unwrap();
+        clock.advance(Duration::from_nanos(idle));
+        rules.insert("r", [after]);
+        lim.reload(rules).unwrap();
+        // The exact level: used - idle / T1 units, rounded up to whole units, capped at the
+        // new burst; it is that many intervals of the new quota.
+        let (c1, p1) = (u128::from(before.count()), before.period().as_nanos());
+        let drained = u128::from(idle) * c1 / p1;
+        let level = u128::from(used).saturating_sub(drained).min(u128::from(after.burst()));
+        let (c2, p2) = (u128::from(after.count()), after.period().as_nanos());
+        let reset_ns = u64::try_from((level * p2).div_ceil(c2)).unwrap();
+        let peek = lim.peek("r/k").unwrap();
+        prop_assert_eq!(peek.remaining(), after.burst() - level as u64);
+        prop_assert_eq!(peek.reset_after(), Duration::from_nanos(reset_ns));
+        // The first check writes the carried level; nothing is lost or added by it.
+        let check = view(lim.check_n("r/k", 0));
+        prop_assert_eq!(check, view(Ok(peek)));
+        let _ = lim.check_n("r/k", after.burst() + 1);
+        let again = lim.peek("r/k").unwrap();
+        prop_assert_eq!((again.remaining(), again.reset_after()), (peek.remaining(), peek.reset_after()));
+    }
+}
