@@ -280,3 +280,21 @@ fn a_reload_hands_the_shared_overflow_buckets_level_over() {
     let late = (100..200).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
     assert_eq!(late, 2, "only the new burst's extra room");
 }
+
+/// Regression: a key named twice asks twice the cost of its buckets, and a refusal's
+/// `retry_after` is the wait after which that same request conforms (it was judged one naming at
+/// a time: `Some(1s)` where the request can never conform, or needs 2 s).
+#[test]
+fn a_key_named_twice_is_refused_for_its_whole_cost() {
+    let (lim, clock) = limiter(&[("a", &["1/s burst 3"])]);
+    // An empty bucket, 2 + 2 asked of a burst of 3: never.
+    let never = lim.check_all_n(&["a/k", "a/k"], 2).unwrap_err();
+    assert_eq!(never.retry_after(), None);
+    assert_eq!(never.remaining(), 3, "nothing was kept");
+    // Three units used: 1 + 1 more needs two intervals.
+    lim.check_n("a/i", 3).unwrap();
+    let wait = lim.check_all_n(&["a/i", "a/i"], 1).unwrap_err();
+    assert_eq!(wait.retry_after(), Some(Duration::from_secs(2)));
+    clock.advance(Duration::from_secs(2));
+    assert!(lim.check_all_n(&["a/i", "a/i"], 1).is_ok());
+}

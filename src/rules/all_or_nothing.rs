@@ -216,6 +216,7 @@ impl<C: Clock + 'static> Pass<'_, C> {
                     return Step::Moved;
                 }
             }
+            self.judge_namings_together(entries);
         }
         self.count(entries, enforced_refusal);
         match admitted {
@@ -279,6 +280,38 @@ impl<C: Clock + 'static> Pass<'_, C> {
             entry.mark = Mark::Refused { shared: false };
         }
         false
+    }
+
+    /// For a refusal's report: a key named `m` times asks `m * n` of each of its buckets, so each
+    /// such bucket's wait is judged for that whole cost on the state before the request (the
+    /// lowest state seen among its namings, all charges given back), not one naming at a time;
+    /// the request's `retry_after` is then the wait after which the same request conforms.
+    fn judge_namings_together(&self, entries: &mut [Entry]) {
+        let same_bucket = |a: &Entry, b: &Entry| {
+            a.rule == b.rule
+                && a.quota == b.quota
+                && !a.mark.shared()
+                && !b.mark.shared()
+                && self.keys[a.key as usize] == self.keys[b.key as usize]
+        };
+        for i in 0..entries.len() {
+            let namings = entries.iter().filter(|e| same_bucket(&entries[i], e)).count() as u64;
+            if namings < 2 {
+                continue;
+            }
+            let before = entries.iter().filter(|e| same_bucket(&entries[i], e)).map(|e| e.state);
+            let before = before.min().unwrap_or(entries[i].state);
+            let rate = self.table(&entries[i]).rate();
+            let entry = &mut entries[i];
+            match rate.admit(before, entry.now, self.n.saturating_mul(namings), 0) {
+                Ok(_) => entry.mark = Mark::Clear { shared: false },
+                Err(why) => {
+                    entry.wait = why.wait().unwrap_or(NEVER);
+                    entry.mark = Mark::Refused { shared: false };
+                }
+            }
+            entry.state = before;
+        }
     }
 
     /// Gives back every charge made, last first, where it was made (see the module docs).
