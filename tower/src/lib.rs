@@ -96,6 +96,7 @@ mod gate;
 mod headers;
 mod key;
 mod layer;
+mod live_rules;
 mod operator;
 mod refusal;
 mod service;
@@ -110,6 +111,7 @@ pub use key::{
     TemplateError,
 };
 pub use layer::{IntoShared, RateLimitHeaders, RateLimitLayer};
+pub use live_rules::LiveRules;
 pub use operator::OperatorView;
 pub use service::RateLimit;
 
