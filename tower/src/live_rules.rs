@@ -100,9 +100,14 @@ fn rule_policy(path: &str, quotas: &[Quota]) -> Policy {
     let name = item_name(path);
     let items = match quotas {
         [quota] => vec![(name.clone(), *quota)],
-        _ => (0..quotas.len()).map(|i| (item_name(&format!("{path}#{i}")), quotas[i])).collect(),
+        _ => quotas.iter().enumerate().map(|(i, quota)| (numbered(&name, i), *quota)).collect(),
     };
     Policy::with_items(name, items)
+}
+
+/// `name#i`: printable ASCII when `name` is.
+fn numbered(name: &sfv::String, i: usize) -> sfv::String {
+    policy_name(&format!("{}#{i}", name.as_str())).unwrap_or_else(|_| name.clone())
 }
 
 /// A rule path as a policy name: the default rule `default`, bytes outside printable ASCII and
