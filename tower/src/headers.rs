@@ -134,7 +134,7 @@ impl Policy {
             POLICIES.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
         // Interned values: one address per distinct text.
         let address = self.field.as_bytes().as_ptr() as usize;
-        *policies.entry(address).or_insert_with(|| Box::leak(Box::new(self)))
+        policies.entry(address).or_insert_with(|| Box::leak(Box::new(self)))
     }
 
     /// The `RateLimit-Policy` field value.

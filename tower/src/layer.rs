@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
 
-/// A tower layer that rate-limits requests with leakgate: per client IP, per key, or globally;
-/// as a meter (`429 Too Many Requests`) or as a queue (requests wait their turn).
+/// A tower layer that rate-limits requests with leakgate: per client IP, per key, globally, or
+/// by key path under rules; as a meter (`429 Too Many Requests`) or, for all but rules, as a
+/// queue (requests wait their turn).
 ///
 /// Every service it makes (every route under it, every clone tower or axum takes) shares one
 /// limiter and one set of [`Counts`]. A request that does not conform never reaches the inner
