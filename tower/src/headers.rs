@@ -120,6 +120,12 @@ impl Policy {
         Policy { name, items, field }
     }
 
+    /// The `RateLimit` item's name.
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
     /// The names of the `RateLimit-Policy` items.
     pub(crate) fn item_names(&self) -> impl Iterator<Item = &str> {
         self.items.iter().map(|item| item.as_str())
