@@ -24,8 +24,8 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
-use leakgate::{KeyedLimiter, Limiter, Quota};
-use leakgate_tower::{RateLimitHeaders, RateLimitLayer};
+use leakgate::{KeyedLimiter, Limiter, Quota, Rules};
+use leakgate_tower::{KeyTemplate, LiveRules, RateLimitHeaders, RateLimitLayer};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
@@ -73,6 +73,18 @@ fn huge() -> Quota {
     "1000000000/s".parse().unwrap()
 }
 
+/// A rules layer whose keys are `http{path}/{ip}`, under one rule of `quotas` huge quotas (so
+/// every request is admitted): a default rule and a per-client override that no request hits,
+/// so the key is resolved among several paths.
+fn rules_layer(quotas: usize) -> RateLimitLayer {
+    let mut rules = Rules::new();
+    rules.insert("", [huge()]);
+    rules.insert("http", vec![huge(); quotas]);
+    rules.insert("http/other/127.0.0.1", [huge()]);
+    let template = KeyTemplate::parse("http{path}/{ip}").unwrap();
+    RateLimitLayer::rules(LiveRules::new(rules), template)
+}
+
 /// The contenders, by name, as layers over one router.
 fn contenders() -> Vec<(&'static str, Router)> {
     let hello = || Router::new().route("/", get(|| async { "hello" }));
@@ -100,6 +112,7 @@ fn contenders() -> Vec<(&'static str, Router)> {
             ),
         ),
         ("leakgate global", hello().layer(RateLimitLayer::global(Limiter::new(huge())))),
+        ("leakgate rules, 1 quota", hello().layer(rules_layer(1))),
         ("tower-governor per-ip", hello().layer(GovernorLayer::new(governor))),
         ("tower-governor, x-ratelimit-*", hello().layer(GovernorLayer::new(governor_headers))),
     ]
@@ -295,6 +308,11 @@ fn in_process(options: &Options) {
         .headers(RateLimitHeaders::Never)
         .layer(hello());
     let global = RateLimitLayer::global(Limiter::new(huge())).layer(hello());
+    let template = KeyTemplate::parse("http{path}/{ip}").unwrap();
+    let keyed_template =
+        RateLimitLayer::keyed(KeyedLimiter::<String>::new(huge()), template).layer(hello());
+    let rules_one = rules_layer(1).layer(hello());
+    let rules_two = rules_layer(2).layer(hello());
     let governor = GovernorLayer::new(
         GovernorConfigBuilder::default().per_nanosecond(1).burst_size(u32::MAX).finish().unwrap(),
     )
@@ -315,6 +333,9 @@ fn in_process(options: &Options) {
         ("leakgate per-ip", Box::new(move |n| per_call(&per_ip, n))),
         ("leakgate per-ip, no fields", Box::new(move |n| per_call(&per_ip_quiet, n))),
         ("leakgate global", Box::new(move |n| per_call(&global, n))),
+        ("leakgate keyed, template key", Box::new(move |n| per_call(&keyed_template, n))),
+        ("leakgate rules, 1 quota", Box::new(move |n| per_call(&rules_one, n))),
+        ("leakgate rules, 2 quotas", Box::new(move |n| per_call(&rules_two, n))),
         ("tower-governor per-ip", Box::new(move |n| per_call(&governor, n))),
         ("tower-governor, x-ratelimit-*", Box::new(move |n| per_call(&governor_headers, n))),
     ];

@@ -29,7 +29,7 @@ use http::HeaderValue;
 use leakgate::Quota;
 use sfv::{Integer, KeyRef, ListSerializer, StringRef};
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -76,30 +76,71 @@ impl fmt::Display for InvalidPolicyName {
 
 impl std::error::Error for InvalidPolicyName {}
 
-/// A quota policy as it appears in the fields: its name and its serialised `RateLimit-Policy`.
+/// What a response announces: the `RateLimit-Policy` items of one or more quotas, and the name
+/// of the one `RateLimit` item that reports a decision on them.
 #[derive(Clone, Debug)]
 pub(crate) struct Policy {
+    /// The `RateLimit` item's name: the policy's name when there is one quota.
     name: sfv::String,
+    /// The names of the `RateLimit-Policy` items, in order.
+    items: Box<[sfv::String]>,
     /// The `RateLimit-Policy` field value, e.g. `"default";q=100;w=60`.
     field: HeaderValue,
 }
 
+/// A name as a Structured Field String, or why not.
+pub(crate) fn policy_name(name: &str) -> Result<sfv::String, InvalidPolicyName> {
+    StringRef::from_str(name)
+        .map(StringRef::to_owned)
+        .map_err(|_| InvalidPolicyName { name: name.to_owned() })
+}
+
 impl Policy {
     /// The policy `name` for `quota`.
-    pub(crate) fn new(name: &str, quota: Quota) -> Result<Self, InvalidPolicyName> {
-        let name = StringRef::from_str(name)
-            .map_err(|_| InvalidPolicyName { name: name.to_owned() })?
-            .to_owned();
-        let (q, w) = window(quota);
-        let mut list = ListSerializer::new();
-        list.bare_item(&name).parameter(Q, sf_integer(q)).parameter(W, sf_integer(w));
-        let field = static_value(list.finish().unwrap_or_default());
-        Ok(Policy { name, field })
+    pub(crate) fn new(name: sfv::String, quota: Quota) -> Self {
+        Policy::with_items(name.clone(), vec![(name, quota)])
     }
 
-    /// The name, as the client sees it in both fields.
+    /// Several quotas, each its own `RateLimit-Policy` item, reported together by one
+    /// `RateLimit` item named `name`.
+    ///
+    /// The items must determine `name` (one item: its name; a rule's items: `name#0`,
+    /// `name#1`, ...): the per-thread cache of `RateLimit` values and [`Policy::interned`] tell
+    /// policies apart by their `RateLimit-Policy` value alone.
+    pub(crate) fn with_items(name: sfv::String, items: Vec<(sfv::String, Quota)>) -> Self {
+        let mut list = ListSerializer::new();
+        for (item, quota) in &items {
+            let (q, w) = window(*quota);
+            list.bare_item(item).parameter(Q, sf_integer(q)).parameter(W, sf_integer(w));
+        }
+        // An empty list does not finish: no items, an empty value (never sent: a rule without
+        // quotas announces nothing).
+        let field = static_value(list.finish().unwrap_or_default());
+        let items = items.into_iter().map(|(item, _)| item).collect();
+        Policy { name, items, field }
+    }
+
+    /// The `RateLimit` item's name.
+    #[cfg(test)]
     pub(crate) fn name(&self) -> &str {
         self.name.as_str()
+    }
+
+    /// The names of the `RateLimit-Policy` items.
+    pub(crate) fn item_names(&self) -> impl Iterator<Item = &str> {
+        self.items.iter().map(|item| item.as_str())
+    }
+
+    /// This policy for the rest of the program, one copy per distinct `RateLimit-Policy` value
+    /// (which also fixes the `RateLimit` name, see [`Policy::with_items`]), so a response can
+    /// point to it for free.
+    pub(crate) fn interned(self) -> &'static Policy {
+        static POLICIES: OnceLock<Mutex<HashMap<usize, &'static Policy>>> = OnceLock::new();
+        let mut policies =
+            POLICIES.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
+        // Interned values: one address per distinct text.
+        let address = self.field.as_bytes().as_ptr() as usize;
+        policies.entry(address).or_insert_with(|| Box::leak(Box::new(self)))
     }
 
     /// The `RateLimit-Policy` field value.
@@ -232,6 +273,10 @@ mod tests {
         s.parse().unwrap()
     }
 
+    fn named(name: &str, quota: Quota) -> Result<Policy, InvalidPolicyName> {
+        Ok(Policy::new(policy_name(name)?, quota))
+    }
+
     #[test]
     fn a_per_second_quota_with_its_own_burst_is_q_n_w_1() {
         for n in [1, 3, 10, 1000] {
@@ -276,11 +321,11 @@ mod tests {
     #[test]
     fn huge_rates_saturate_at_the_structured_field_maximum() {
         let quota = Quota::new(100_000_000_000, Duration::from_secs(1), 100_000_000_000).unwrap();
-        let policy = Policy::new("p", quota).unwrap();
+        let policy = named("p", quota).unwrap();
         assert_eq!(policy.field().to_str().unwrap(), r#""p";q=100000000000;w=1"#);
         // 10^11/s with a burst of 2 * 10^15: w = 20,000 s, q = 2 * 10^15, above the maximum.
         let big = Quota::new(100_000_000_000, Duration::from_secs(1), 2_000_000_000_000_000);
-        let field = Policy::new("p", big.unwrap()).unwrap().field();
+        let field = named("p", big.unwrap()).unwrap().field();
         assert_eq!(field.to_str().unwrap(), r#""p";q=999999999999999;w=20000"#);
         let limit = policy.service_limit(u64::MAX, Duration::MAX);
         assert_eq!(limit.to_str().unwrap(), r#""p";r=999999999999999;t=999999999999999"#);
@@ -288,7 +333,7 @@ mod tests {
 
     #[test]
     fn fields_are_byte_exact() {
-        let policy = Policy::new("default", q("100/min")).unwrap();
+        let policy = named("default", q("100/min")).unwrap();
         assert_eq!(policy.field().to_str().unwrap(), r#""default";q=100;w=60"#);
         let limit = policy.service_limit(42, Duration::from_millis(6001));
         assert_eq!(limit.to_str().unwrap(), r#""default";r=42;t=7"#);
@@ -300,8 +345,8 @@ mod tests {
 
     #[test]
     fn the_per_thread_cache_never_mixes_up_values() {
-        let a = Policy::new("a", q("10/s")).unwrap();
-        let b = Policy::new("b", q("10/s")).unwrap();
+        let a = named("a", q("10/s")).unwrap();
+        let b = named("b", q("10/s")).unwrap();
         for round in 0..3 {
             for r in 0..300 {
                 for (name, policy) in [("a", &a), ("b", &b)] {
@@ -315,10 +360,10 @@ mod tests {
 
     #[test]
     fn names_are_escaped_or_refused() {
-        let policy = Policy::new(r#"a "quoted" \ name"#, q("1/s")).unwrap();
+        let policy = named(r#"a "quoted" \ name"#, q("1/s")).unwrap();
         assert_eq!(policy.field().to_str().unwrap(), r#""a \"quoted\" \\ name";q=1;w=1"#);
-        assert!(Policy::new("tab\there", q("1/s")).is_err());
-        assert!(Policy::new("é", q("1/s")).is_err());
+        assert!(named("tab\there", q("1/s")).is_err());
+        assert!(named("é", q("1/s")).is_err());
     }
 
     #[test]

@@ -1,20 +1,23 @@
 //! [`RateLimitLayer`]: what to limit by, and how to answer.
 
 use crate::counters::{Counters, Counts};
-use crate::gate::{Gate, GlobalGate, KeyedGate, QueueGate};
-use crate::headers::{InvalidPolicyName, Policy};
+use crate::gate::{Gate, GlobalGate, KeyedGate, QueueGate, RulesGate};
+use crate::headers::{policy_name, InvalidPolicyName, Policy};
 use crate::key::{KeyExtractor, OnKeyError, PeerIp};
+use crate::live_rules::LiveRules;
 use crate::operator::OperatorView;
 use crate::service::RateLimit;
 use leakgate::{Clock, KeyedLimiter, Limiter};
+use sfv::StringRef;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
 
-/// A tower layer that rate-limits requests with leakgate: per client IP, per key, or globally;
-/// as a meter (`429 Too Many Requests`) or as a queue (requests wait their turn).
+/// A tower layer that rate-limits requests with leakgate: per client IP, per key, globally, or
+/// by key path under rules; as a meter (`429 Too Many Requests`) or, for all but rules, as a
+/// queue (requests wait their turn).
 ///
 /// Every service it makes (every route under it, every clone tower or axum takes) shares one
 /// limiter and one set of [`Counts`]. A request that does not conform never reaches the inner
@@ -56,7 +59,11 @@ pub(crate) struct Shared {
 /// How the layer answers.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
-    pub(crate) policy: Policy,
+    /// The layer's name (`policy_name`), as the operator view shows it.
+    pub(crate) name: sfv::String,
+    /// The policy of a global or keyed limit, under the layer's name; `None` for rules, where
+    /// each rule announces its own.
+    pub(crate) policy: Option<Policy>,
     pub(crate) headers: RateLimitHeaders,
     pub(crate) problem_details: bool,
     pub(crate) on_key_error: OnKeyError,
@@ -112,7 +119,7 @@ impl<T> IntoShared<T> for Arc<T> {
 }
 
 /// The policy name used unless [`RateLimitLayer::policy_name`] sets another.
-const DEFAULT_POLICY_NAME: &str = "default";
+const DEFAULT_POLICY_NAME: &StringRef = StringRef::constant("default");
 
 impl RateLimitLayer {
     /// One bucket per client IP address, found as [`PeerIp::new`] finds it (the connection's
@@ -199,6 +206,52 @@ impl RateLimitLayer {
         Self::with_queue(Arc::new(KeyedGate::new(keyed.into_shared(), extractor)), max_wait)
     }
 
+    /// Limits by key path from a rules file or [`Rules`](leakgate::Rules): `extractor` builds
+    /// each request's key (a [`KeyTemplate`](crate::KeyTemplate) such as `"api{route}/{ip}"`,
+    /// or a closure returning a `String`), and the key is limited by the rule of its longest
+    /// configured prefix cut at `/`, with its own buckets under each of the rule's quotas (all
+    /// must conform). So one rules file drives routes, per-client overrides and several limits
+    /// at once. Reload the rules while serving with [`LiveRules::reload`].
+    ///
+    /// * **Fields:** each response announces the rule its key is under, one `RateLimit-Policy`
+    ///   item per quota, and one `RateLimit` item with the decision (see [`LiveRules`] for the
+    ///   names). A key no rule matches is admitted, takes nothing, and gets neither field; so
+    ///   does a key under a rule in shadow mode, which counts what it would refuse
+    ///   ([`RuleLimiter::stats`](leakgate::RuleLimiter::stats)) and admits it.
+    /// * **No key:** a request whose key cannot be found gets 400, or under
+    ///   [`OnKeyError::Global`] is checked as the key `""`, which only the default rule `""`
+    ///   matches (one bucket shared by every such request; admitted untracked when there is no
+    ///   default rule).
+    /// * **Meter only:** leakgate has no queue mode for rules, so there is no `rules_queue`.
+    /// * The [operator view](RateLimitLayer::operator_view) lists each bucket with its rule and
+    ///   quota, and each rule in force with its counts.
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use leakgate::Rules;
+    /// use leakgate_tower::{KeyTemplate, LiveRules, RateLimitLayer};
+    ///
+    /// let mut rules = Rules::new();
+    /// rules.insert("", ["100/s".parse()?]); // every other key
+    /// rules.insert("api/search", ["2/s burst 5".parse()?, "100/h".parse()?]); // both must conform
+    /// rules.insert("api/search/203.0.113.9", ["50/s".parse()?]); // one client's own
+    /// let template = KeyTemplate::parse("api{route}/{ip}")?;
+    /// let layer = RateLimitLayer::rules(LiveRules::new(rules), template);
+    /// let app: Router = Router::new().route("/search", get(|| async { "results" })).layer(layer);
+    /// // The first GET /search from 198.51.100.7 (key "api/search/198.51.100.7") gets
+    /// //   RateLimit-Policy: "api/search#0";q=6;w=3, "api/search#1";q=100;w=3600
+    /// //   RateLimit: "api/search";r=4;t=36
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rules<E, C>(rules: impl IntoShared<LiveRules<C>>, extractor: E) -> Self
+    where
+        E: KeyExtractor,
+        E::Key: AsRef<str>,
+        C: Clock + 'static,
+    {
+        Self::with_gate(Arc::new(RulesGate::new(rules.into_shared(), extractor)), None)
+    }
+
     /// One bucket for every request.
     ///
     /// ```
@@ -239,10 +292,10 @@ impl RateLimitLayer {
     }
 
     fn with_gate(gate: Arc<dyn Gate>, queue: Option<(Arc<dyn QueueGate>, Duration)>) -> Self {
-        let policy = Policy::new(DEFAULT_POLICY_NAME, gate.quota())
-            .expect("the default policy name is a valid Structured Field String");
+        let name = DEFAULT_POLICY_NAME.to_owned();
         let config = Config {
-            policy,
+            policy: gate.quota().map(|quota| Policy::new(name.clone(), quota)),
+            name,
             headers: RateLimitHeaders::Always,
             problem_details: false,
             on_key_error: OnKeyError::Reject,
@@ -254,7 +307,8 @@ impl RateLimitLayer {
 
     /// Names the policy in `RateLimit-Policy` and `RateLimit` (`"default"` unless set). Layers
     /// nested around one route each add their own item to both fields, so give them distinct
-    /// names. Refused unless printable ASCII.
+    /// names. Refused unless printable ASCII. A [`rules`](RateLimitLayer::rules) layer names
+    /// each rule's items by its path, so there this names the layer in the operator view only.
     ///
     /// ```
     /// use leakgate::{KeyedLimiter, Quota};
@@ -264,7 +318,10 @@ impl RateLimitLayer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn policy_name(mut self, name: &str) -> Result<Self, InvalidPolicyName> {
-        self.shared.config.policy = Policy::new(name, self.shared.gate.quota())?;
+        let name = policy_name(name)?;
+        let quota = self.shared.gate.quota();
+        self.shared.config.policy = quota.map(|quota| Policy::new(name.clone(), quota));
+        self.shared.config.name = name;
         Ok(self)
     }
 

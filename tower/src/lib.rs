@@ -4,8 +4,10 @@
 //! [`RateLimitLayer`] limits requests per client IP ([`RateLimitLayer::per_ip`]), per key found
 //! in the request ([`RateLimitLayer::keyed`] with a [`KeyExtractor`]: [`PeerIp`] behind trusted
 //! proxies, [`HeaderKey`], [`KeyTemplate`], or a closure), or all together
-//! ([`RateLimitLayer::global`]). Each has a queue mode that holds requests until their turn
-//! instead of refusing them: [`RateLimitLayer::per_ip_queue`], [`RateLimitLayer::keyed_queue`],
+//! ([`RateLimitLayer::global`]), or by key path under a rules file ([`RateLimitLayer::rules`]
+//! with [`LiveRules`]: routes, per-client overrides and several quotas at once, reloadable while
+//! serving). Each but rules has a queue mode that holds requests until their turn instead of
+//! refusing them: [`RateLimitLayer::per_ip_queue`], [`RateLimitLayer::keyed_queue`],
 //! [`RateLimitLayer::global_queue`].
 //!
 //! * **One limiter per layer.** Every service the layer makes, every route under it and every
@@ -47,6 +49,40 @@
 //! seconds this is exactly `q = b; w = tau`: `N/s` is `q=N;w=1`, `100/min` is `q=100;w=60`,
 //! `1/s burst 10` is `q=10;w=10`. `100/s burst 20` (`tau` = 0.2 s) is `q=100;w=1` (the rate; `r`
 //! never says more than 20), and `7/min burst 1` is `q=1;w=9` (`q` rounded down).
+//!
+//! # Limits from rules
+//!
+//! [`RateLimitLayer::rules`] checks each request against leakgate's
+//! [`RuleLimiter`](leakgate::RuleLimiter), under the key path its extractor builds (a
+//! [`KeyTemplate`] such as `"http{route}/{ip}"`, or a closure returning a `String`): the key is
+//! limited by the rule of its longest configured prefix cut at `/`, with its own bucket under
+//! each of the rule's quotas, all or nothing. Each response announces that rule: one
+//! `RateLimit-Policy` item per quota (named by the rule's path, or `path#0`, `path#1`, ... for
+//! several; the default rule `""` is `default`), and one `RateLimit` item named by the rule's
+//! path with the decision, which for several quotas is leakgate's combined figure (smallest
+//! `remaining()`, largest `reset_after()`). A key no rule matches is admitted untracked, and a
+//! key under a rule in shadow mode is admitted and counted: neither gets any field. Rules are
+//! reloaded with [`LiveRules::reload`], which changes the limits and the fields together, every
+//! key keeping its level. Meter only: leakgate's rules have no queue mode.
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use leakgate::Rules;
+//! use leakgate_tower::{KeyTemplate, LiveRules, RateLimitLayer};
+//! use std::sync::Arc;
+//!
+//! let mut rules = Rules::new();
+//! rules.insert("", ["20/s burst 40".parse()?]);
+//! rules.insert("http/search", ["2/s burst 5".parse()?, "100/h".parse()?]);
+//! rules.insert("http/search/203.0.113.9", ["50/s".parse()?]);
+//! let live = Arc::new(LiveRules::new(rules));
+//! let layer = RateLimitLayer::rules(live.clone(), KeyTemplate::parse("http{route}/{ip}")?);
+//! let app: Router = Router::new().route("/search", get(|| async { "results" })).layer(layer);
+//! // GET /search from 198.51.100.7 (key "http/search/198.51.100.7"), the first time:
+//! //   RateLimit-Policy: "http/search#0";q=6;w=3, "http/search#1";q=100;w=3600
+//! //   RateLimit: "http/search";r=4;t=36
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # hyper and tonic
 //!
@@ -96,6 +132,7 @@ mod gate;
 mod headers;
 mod key;
 mod layer;
+mod live_rules;
 mod operator;
 mod refusal;
 mod service;
@@ -110,6 +147,7 @@ pub use key::{
     TemplateError,
 };
 pub use layer::{IntoShared, RateLimitHeaders, RateLimitLayer};
+pub use live_rules::LiveRules;
 pub use operator::OperatorView;
 pub use service::RateLimit;
 

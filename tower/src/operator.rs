@@ -1,7 +1,7 @@
 //! [`OperatorView`]: a read-only JSON page of a layer's buckets and counters.
 
 use crate::counters::Counts;
-use crate::gate::GateInfo;
+use crate::gate::{GateInfo, RuleView};
 use crate::layer::Shared;
 use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_TYPE};
@@ -41,10 +41,25 @@ const DEFAULT_LIMIT: usize = 100;
 ///  "reset_after_ms":1800,"idle_ms":12}]}
 /// ```
 ///
+/// A [`rules`](crate::RateLimitLayer::rules) layer has no one `quota`: its page lists each rule
+/// in force with its quotas and counts (`RuleLimiter::stats`: admitted, denied, and denied in
+/// shadow, kept by path across reloads), and each bucket (from `RuleLimiter::buckets`: one per
+/// key and quota of its rule) names its rule and quota:
+///
+/// ```json
+/// {"policy":"default","limit":{"kind":"rules"},"rules":[{"rule":"api","quotas":["10/s",
+///  "1000/h"],"shadow":false,"admitted":10,"denied":1,"denied_in_shadow":0}],"mode":"meter",
+///  "counts":{"admitted":10,"refused":1,"queued":0,"key_errors":0},"matched":2,"buckets":[{"key":
+///  "api/10.0.0.1","remaining":0,"fill":1.0,"reset_after_ms":1000,"idle_ms":0,"rule":"api",
+///  "quota_index":0,"quota":"10/s"},{"key":"api/10.0.0.1","remaining":990,"fill":0.01,
+///  "reset_after_ms":36000,"idle_ms":0,"rule":"api","quota_index":1,"quota":"1000/h"}]}
+/// ```
+///
 /// Only `GET` and `HEAD` are answered; anything else gets 405. Each answer walks the whole key
-/// table with `KeyedLimiter::snapshot`, blocking no decision (55 to 100 ms for 200,000 tracked
-/// keys on a busy 2-core machine), and copies out only the buckets it lists: it is for people
-/// looking, not for scraping every second.
+/// table with `KeyedLimiter::snapshot` (every rule's tables, for rules), blocking no decision (55
+/// to 100 ms for 200,000 tracked keys on a busy 2-core machine), and copies out only the buckets
+/// it lists (a rules layer's limiter copies out every bucket that passes `prefix` and
+/// `min_fill` first): it is for people looking, not for scraping every second.
 ///
 /// ```
 /// use leakgate::{KeyedLimiter, ManualClock, Quota};
@@ -68,7 +83,7 @@ pub struct OperatorView {
 impl std::fmt::Debug for OperatorView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OperatorView")
-            .field("policy", &self.shared.config.policy.name())
+            .field("policy", &self.shared.config.name.as_str())
             .field("quota", &self.shared.gate.quota())
             .finish_non_exhaustive()
     }
@@ -78,8 +93,13 @@ impl std::fmt::Debug for OperatorView {
 #[derive(serde::Serialize)]
 struct Page<'a> {
     policy: &'a str,
-    quota: String,
+    /// The one quota of a global or keyed limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota: Option<String>,
     limit: GateInfo,
+    /// The rules in force with their counts, for a rules limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rules: Option<Vec<RuleView>>,
     mode: Mode,
     counts: Counts,
     matched: usize,
@@ -103,6 +123,13 @@ struct BucketView {
     reset_after_ms: u128,
     #[serde(skip_serializing_if = "Option::is_none")]
     idle_ms: Option<u128>,
+    /// The rule whose quota the bucket enforces (rules only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota_index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota: Option<String>,
 }
 
 /// The fullest `limit` buckets seen so far, in a heap whose top is the one to drop first.
@@ -111,13 +138,16 @@ struct Fullest {
     heap: BinaryHeap<ByFill>,
 }
 
-/// Orders buckets so that the greater is the one to drop first: less full, then later key.
+/// Orders buckets so that the greater is the one to drop first: less full, then later key, then
+/// (a rule's buckets of one key) later quota.
 #[derive(Debug)]
 struct ByFill(BucketView);
 
 impl Ord for ByFill {
     fn cmp(&self, other: &Self) -> cmp::Ordering {
-        other.0.fill.total_cmp(&self.0.fill).then_with(|| self.0.key.cmp(&other.0.key))
+        other.0.fill.total_cmp(&self.0.fill).then_with(|| {
+            (&self.0.key, self.0.quota_index).cmp(&(&other.0.key, other.0.quota_index))
+        })
     }
 }
 
@@ -140,14 +170,17 @@ impl Fullest {
         Fullest { limit, heap: BinaryHeap::with_capacity(limit.min(1024) + 1) }
     }
 
-    /// Whether a bucket `fill` full, keyed `key`, would be kept now.
-    fn would_keep(&self, fill: f64, key: Option<&str>) -> bool {
+    /// Whether a bucket `fill` full, keyed `key` (and for rules, its quota's index), would be
+    /// kept now.
+    fn would_keep(&self, fill: f64, key: Option<&str>, quota_index: Option<usize>) -> bool {
         if self.heap.len() < self.limit {
             return true;
         }
         self.heap.peek().is_some_and(|worst| {
             let worst = &worst.0;
-            fill > worst.fill || (fill == worst.fill && key < worst.key.as_deref())
+            fill > worst.fill
+                || (fill == worst.fill
+                    && (key, quota_index) < (worst.key.as_deref(), worst.quota_index))
         })
     }
 
@@ -181,7 +214,8 @@ impl OperatorView {
         let mut fullest = Fullest::new(filter.limit);
         let mut matched = 0;
         let mut text = String::new();
-        self.shared.gate.buckets(&mut |bucket| {
+        let prefix = filter.prefix.as_deref();
+        self.shared.gate.buckets(prefix, filter.min_fill, &mut |bucket| {
             if bucket.fill < filter.min_fill {
                 return;
             }
@@ -201,21 +235,26 @@ impl OperatorView {
             }
             matched += 1;
             // Only the buckets that make the list are copied out.
-            if fullest.would_keep(bucket.fill, key) {
+            let quota_index = bucket.rule.as_ref().map(|rule| rule.quota_index);
+            if fullest.would_keep(bucket.fill, key, quota_index) {
                 fullest.offer(BucketView {
                     key: key.map(str::to_owned),
                     remaining: bucket.remaining,
                     fill: bucket.fill,
                     reset_after_ms: bucket.reset_after.as_millis(),
                     idle_ms: bucket.idle.map(|idle| idle.as_millis()),
+                    rule: bucket.rule.as_ref().map(|rule| rule.path.to_owned()),
+                    quota_index,
+                    quota: bucket.rule.as_ref().map(|rule| rule.quota.to_string()),
                 });
             }
         });
         let buckets = fullest.into_sorted();
         let page = Page {
-            policy: self.shared.config.policy.name(),
-            quota: self.shared.gate.quota().to_string(),
+            policy: self.shared.config.name.as_str(),
+            quota: self.shared.gate.quota().map(|quota| quota.to_string()),
             limit: self.shared.gate.info(),
+            rules: self.shared.gate.rules(),
             mode: match &self.shared.queue {
                 None => Mode::Meter,
                 Some((_, max_wait)) => Mode::Queue { max_wait_ms: max_wait.as_millis() },
@@ -303,12 +342,15 @@ mod tests {
             fill: ((i * 37) % 11) as f64 / 10.0,
             reset_after_ms: 0,
             idle_ms: None,
+            rule: None,
+            quota_index: None,
+            quota: None,
         };
         for limit in [0, 1, 5, 64, 1000] {
             let mut fullest = Fullest::new(limit);
             for i in 0..300 {
                 let bucket = view(i);
-                if fullest.would_keep(bucket.fill, bucket.key.as_deref()) {
+                if fullest.would_keep(bucket.fill, bucket.key.as_deref(), None) {
                     fullest.offer(bucket);
                 }
             }

@@ -2,7 +2,7 @@
 //! their bodies as bytes (the future turns them into the inner service's body type).
 
 use crate::gate::Level;
-use crate::headers::{self, RATELIMIT, RATELIMIT_POLICY};
+use crate::headers::{self, Policy, RATELIMIT, RATELIMIT_POLICY};
 use crate::key::KeyError;
 use crate::layer::{Config, RateLimitHeaders};
 use bytes::Bytes;
@@ -24,13 +24,16 @@ struct Problem<'a> {
     status: u16,
     detail: String,
     #[serde(rename = "violated-policies", skip_serializing_if = "Option::is_none")]
-    violated_policies: Option<[&'a str; 1]>,
+    violated_policies: Option<Vec<&'a str>>,
 }
 
 /// The 429 for a request that did not conform: `Retry-After` when it can ever conform, the
-/// `RateLimit` fields unless turned off, and a problem body if asked for.
+/// `RateLimit` fields of `policy` unless turned off, and a problem body if asked for. For a rule
+/// with several quotas the body names every one of them: the decision does not say which
+/// refused.
 pub(crate) fn too_many_requests(
     config: &Config,
+    policy: Option<&Policy>,
     level: Level,
     retry_after: Option<Duration>,
 ) -> Response<Bytes> {
@@ -44,7 +47,7 @@ pub(crate) fn too_many_requests(
             title: "Too many requests: the quota is used up",
             status: StatusCode::TOO_MANY_REQUESTS.as_u16(),
             detail,
-            violated_policies: Some([config.policy.name()]),
+            violated_policies: policy.map(|policy| policy.item_names().collect()),
         };
         problem_body(&problem)
     } else {
@@ -56,9 +59,9 @@ pub(crate) fn too_many_requests(
     if let Some(wait) = retry_after {
         fields.insert(RETRY_AFTER, headers::retry_after(wait));
     }
-    if config.headers != RateLimitHeaders::Never {
-        fields.append(RATELIMIT_POLICY, config.policy.field());
-        fields.append(RATELIMIT, config.policy.service_limit(level.remaining, level.reset_after));
+    if let Some(policy) = policy.filter(|_| config.headers != RateLimitHeaders::Never) {
+        fields.append(RATELIMIT_POLICY, policy.field());
+        fields.append(RATELIMIT, policy.service_limit(level.remaining, level.reset_after));
     }
     if config.problem_details {
         fields.insert(CONTENT_TYPE, PROBLEM_JSON);
@@ -67,7 +70,8 @@ pub(crate) fn too_many_requests(
 }
 
 /// The 400 for a request whose key could not be found. Nothing was charged, so there is no
-/// `RateLimit` field; the policy is still announced.
+/// `RateLimit` field; the layer's policy is still announced (a rules layer has none: without a
+/// key there is no rule).
 pub(crate) fn bad_request(config: &Config, error: &KeyError) -> Response<Bytes> {
     let (body, content_type) = if config.problem_details {
         let problem = Problem {
@@ -85,8 +89,10 @@ pub(crate) fn bad_request(config: &Config, error: &KeyError) -> Response<Bytes> 
     *response.status_mut() = StatusCode::BAD_REQUEST;
     let fields = response.headers_mut();
     fields.insert(CONTENT_TYPE, content_type);
-    if config.headers == RateLimitHeaders::Always {
-        fields.append(RATELIMIT_POLICY, config.policy.field());
+    if let Some(policy) =
+        config.policy.as_ref().filter(|_| config.headers == RateLimitHeaders::Always)
+    {
+        fields.append(RATELIMIT_POLICY, policy.field());
     }
     response
 }

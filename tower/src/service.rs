@@ -3,7 +3,7 @@
 use crate::body::RefusalBody;
 use crate::counters::Event;
 use crate::future::{Fields, ResponseFuture};
-use crate::gate::{Checked, Level, Queued, Wait, Waited};
+use crate::gate::{Announce, Checked, Level, Queued, Wait, Waited};
 use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 use crate::layer::{RateLimitHeaders, Shared};
 use crate::refusal;
@@ -110,14 +110,14 @@ where
             };
         }
         match shared.gate.check(&parts, shared.config.on_key_error) {
-            Ok(Checked { decision, keyless }) => {
+            Ok(Checked { decision, keyless, announce }) => {
                 if keyless {
                     shared.counters.add(Event::KeyError);
                 }
                 match decision {
                     Ok(admitted) => {
                         shared.counters.add(Event::Admitted);
-                        let fields = admitted_fields(shared, || Level {
+                        let fields = admitted_fields(shared, announce, || Level {
                             remaining: admitted.remaining(),
                             reset_after: admitted.reset_after(),
                         });
@@ -130,8 +130,13 @@ where
                             remaining: denied.remaining(),
                             reset_after: denied.reset_after(),
                         };
-                        let response =
-                            refusal::too_many_requests(&shared.config, level, denied.retry_after());
+                        let policy = announce.policy(&shared.config);
+                        let response = refusal::too_many_requests(
+                            &shared.config,
+                            policy,
+                            level,
+                            denied.retry_after(),
+                        );
                         ResponseFuture::refused(response)
                     }
                 }
@@ -147,12 +152,16 @@ where
 /// The fields an admitted request's response gets, if any; the level is asked for only then
 /// (its divisions are the decision's lazy part).
 #[inline]
-fn admitted_fields(shared: &Shared, level: impl FnOnce() -> Level) -> Option<Fields> {
+fn admitted_fields(
+    shared: &Shared,
+    announce: Announce,
+    level: impl FnOnce() -> Level,
+) -> Option<Fields> {
     if shared.config.headers != RateLimitHeaders::Always {
         return None;
     }
+    let policy = announce.policy(&shared.config)?;
     let level = level();
-    let policy = &shared.config.policy;
     Some(Fields {
         policy: policy.field(),
         limit: policy.service_limit(level.remaining, level.reset_after),
@@ -175,12 +184,13 @@ where
                 shared.counters.add(Event::Queued);
             }
             shared.counters.add(Event::Admitted);
-            Ok((ready.call(request), admitted_fields(&shared, || level)))
+            Ok((ready.call(request), admitted_fields(&shared, Announce::Layer, || level)))
         }
         Waited::Refused(denied) => {
             shared.counters.add(Event::Refused);
             let level = Level { remaining: denied.remaining(), reset_after: denied.reset_after() };
-            Err(refusal::too_many_requests(&shared.config, level, denied.retry_after()))
+            let policy = shared.config.policy.as_ref();
+            Err(refusal::too_many_requests(&shared.config, policy, level, denied.retry_after()))
         }
     }
 }

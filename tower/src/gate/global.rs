@@ -1,7 +1,7 @@
 //! [`GlobalGate`]: one limiter for every request, as a meter or as a queue.
 
 use super::queue::{peeked, wait_turn, QueueGate, Queued};
-use super::{fill, BucketRef, Checked, Gate, GateInfo, Level};
+use super::{fill, Announce, BucketRef, Checked, Gate, GateInfo, Level};
 use crate::key::{KeyError, OnKeyError};
 use http::request::Parts;
 use leakgate::{Clock, Limiter, Quota};
@@ -27,14 +27,14 @@ impl<C: Clock> GlobalGate<C> {
 impl<C: Clock + 'static> Gate for GlobalGate<C> {
     #[inline]
     fn check(&self, _request: &Parts, _on_key_error: OnKeyError) -> Result<Checked, KeyError> {
-        Ok(Checked { decision: self.limiter.check(), keyless: false })
+        Ok(Checked { decision: self.limiter.check(), keyless: false, announce: Announce::Layer })
     }
 
-    fn quota(&self) -> Quota {
-        self.limiter.quota()
+    fn quota(&self) -> Option<Quota> {
+        Some(self.limiter.quota())
     }
 
-    fn buckets(&self, visit: &mut dyn FnMut(BucketRef<'_>)) {
+    fn buckets(&self, _prefix: Option<&str>, _min_fill: f64, visit: &mut dyn FnMut(BucketRef<'_>)) {
         let level = self.level();
         visit(BucketRef {
             key: None,
@@ -42,6 +42,7 @@ impl<C: Clock + 'static> Gate for GlobalGate<C> {
             fill: fill(level.reset_after, self.limiter.quota()),
             reset_after: level.reset_after,
             idle: None,
+            rule: None,
         });
     }
 

@@ -2,7 +2,7 @@
 //! queue per key.
 
 use super::queue::{peeked, wait_turn, QueueGate, Queued};
-use super::{fill, BucketRef, Checked, Gate, GateInfo};
+use super::{fill, Announce, BucketRef, Checked, Gate, GateInfo};
 use crate::key::{KeyError, KeyExtractor, OnKeyError};
 use http::request::Parts;
 use leakgate::{Clock, KeyedLimiter, Limiter, Quota};
@@ -44,16 +44,22 @@ impl<E: KeyExtractor, C: Clock + 'static> Gate for KeyedGate<E, C> {
     #[inline]
     fn check(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Checked, KeyError> {
         Ok(match self.key(request, on_key_error)? {
-            Some(key) => Checked { decision: self.keyed.check(&key), keyless: false },
-            None => Checked { decision: self.keyless.check(), keyless: true },
+            Some(key) => Checked {
+                decision: self.keyed.check(&key),
+                keyless: false,
+                announce: Announce::Layer,
+            },
+            None => {
+                Checked { decision: self.keyless.check(), keyless: true, announce: Announce::Layer }
+            }
         })
     }
 
-    fn quota(&self) -> Quota {
-        self.keyed.quota()
+    fn quota(&self) -> Option<Quota> {
+        Some(self.keyed.quota())
     }
 
-    fn buckets(&self, visit: &mut dyn FnMut(BucketRef<'_>)) {
+    fn buckets(&self, _prefix: Option<&str>, _min_fill: f64, visit: &mut dyn FnMut(BucketRef<'_>)) {
         for state in self.keyed.snapshot() {
             visit(BucketRef {
                 key: Some(&state.key),
@@ -61,6 +67,7 @@ impl<E: KeyExtractor, C: Clock + 'static> Gate for KeyedGate<E, C> {
                 fill: state.fill,
                 reset_after: state.reset_after,
                 idle: Some(state.since_last_use),
+                rule: None,
             });
         }
         // The keyless bucket, when it holds anything.
@@ -73,6 +80,7 @@ impl<E: KeyExtractor, C: Clock + 'static> Gate for KeyedGate<E, C> {
                     fill,
                     reset_after: peek.reset_after(),
                     idle: None,
+                    rule: None,
                 });
             }
         }

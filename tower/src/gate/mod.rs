@@ -4,22 +4,27 @@
 //! * `global.rs`: one [`Limiter`](leakgate::Limiter) for every request; meter and queue;
 //! * `keyed.rs`: a [`KeyedLimiter`](leakgate::KeyedLimiter) and a
 //!   [`KeyExtractor`](crate::KeyExtractor); meter and queue;
-//! * `queue.rs`: the [`QueueGate`] trait and the wait both gates' queues share.
+//! * `queue.rs`: the [`QueueGate`] trait and the wait both gates' queues share;
+//! * `rules.rs`: a [`RuleLimiter`](leakgate::RuleLimiter) (through [`LiveRules`](crate::LiveRules))
+//!   and a [`KeyExtractor`](crate::KeyExtractor) whose keys are the paths the rules resolve;
+//!   meter only (leakgate has no queue mode for rules).
 //!
 //! The layer holds an `Arc<dyn Gate>`, so its type does not depend on the limiter, the key or the
-//! clock, and one virtual call per request is all this costs. A new source of decisions (the
-//! rules limiter) is one more implementation of these traits and one more constructor on
-//! [`RateLimitLayer`](crate::RateLimitLayer).
+//! clock, and one virtual call per request is all this costs.
 
 mod global;
 mod keyed;
 mod queue;
+mod rules;
 
 pub(crate) use global::GlobalGate;
 pub(crate) use keyed::KeyedGate;
 pub(crate) use queue::{QueueGate, Queued, Wait, Waited};
+pub(crate) use rules::RulesGate;
 
+use crate::headers::Policy;
 use crate::key::{KeyError, OnKeyError};
+use crate::layer::Config;
 use http::request::Parts;
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
@@ -30,6 +35,31 @@ pub(crate) struct Checked {
     pub(crate) decision: Result<Admitted, Denied>,
     /// The request had no key and was charged to the shared keyless bucket.
     pub(crate) keyless: bool,
+    /// Which policy the response announces.
+    pub(crate) announce: Announce,
+}
+
+/// Which policy a response announces in `RateLimit-Policy` and names in `RateLimit`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Announce {
+    /// The layer's own (a global or keyed limit: one quota for every request).
+    Layer,
+    /// The quotas of the rule the request's key is under.
+    Rule(&'static Policy),
+    /// None: the key is under no rule, or under a rule in shadow mode (which limits nothing).
+    Nothing,
+}
+
+impl Announce {
+    /// The policy to announce, if any.
+    #[inline]
+    pub(crate) fn policy(self, config: &Config) -> Option<&Policy> {
+        match self {
+            Announce::Layer => config.policy.as_ref(),
+            Announce::Rule(policy) => Some(policy),
+            Announce::Nothing => None,
+        }
+    }
 }
 
 /// The figures of a bucket for the `RateLimit` field.
@@ -49,6 +79,26 @@ pub(crate) struct BucketRef<'a> {
     pub(crate) reset_after: Duration,
     /// Time since the key's last admitted request (keyed limits only).
     pub(crate) idle: Option<Duration>,
+    /// The rule and which of its quotas this bucket enforces (rules only).
+    pub(crate) rule: Option<RuleRef<'a>>,
+}
+
+/// Where a bucket of a rules limit comes from.
+pub(crate) struct RuleRef<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) quota_index: usize,
+    pub(crate) quota: Quota,
+}
+
+/// One rule in force, with its counts, for the operator view.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct RuleView {
+    pub(crate) rule: String,
+    pub(crate) quotas: Vec<String>,
+    pub(crate) shadow: bool,
+    pub(crate) admitted: u64,
+    pub(crate) denied: u64,
+    pub(crate) denied_in_shadow: u64,
 }
 
 /// What kind of limit a gate is, for the operator view.
@@ -67,14 +117,21 @@ pub(crate) trait Gate: Send + Sync + 'static {
     /// `on_key_error` says to refuse it.
     fn check(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Checked, KeyError>;
 
-    /// The quota, for `RateLimit-Policy`.
-    fn quota(&self) -> Quota;
+    /// The one quota every request is under, for `RateLimit-Policy`; `None` for rules, whose
+    /// checks say which policy to announce.
+    fn quota(&self) -> Option<Quota>;
 
-    /// Shows every bucket to `visit`, without blocking decisions.
-    fn buckets(&self, visit: &mut dyn FnMut(BucketRef<'_>));
+    /// Shows `visit` every bucket whose key starts with `prefix` and whose fill is at least
+    /// `min_fill`, and maybe others (the caller filters again), without blocking decisions.
+    fn buckets(&self, prefix: Option<&str>, min_fill: f64, visit: &mut dyn FnMut(BucketRef<'_>));
 
     /// What kind of limit this is.
     fn info(&self) -> GateInfo;
+
+    /// The rules in force with their counts, for a rules limit.
+    fn rules(&self) -> Option<Vec<RuleView>> {
+        None
+    }
 }
 
 /// How full a bucket is, from its time to empty and its capacity `tau`.

@@ -162,7 +162,9 @@ pub enum OnKeyError {
     #[default]
     Reject,
     /// Charge the request to one bucket shared by every request without a key, with the
-    /// limiter's quota, and go on as for any other key.
+    /// limiter's quota, and go on as for any other key. Under
+    /// [`rules`](crate::RateLimitLayer::rules), that bucket is the key `""`, which only the
+    /// default rule `""` matches (no default rule: admitted untracked).
     Global,
 }
 

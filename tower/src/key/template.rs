@@ -21,7 +21,8 @@ use std::sync::Arc;
 /// `{{` and `}}` stand for literal braces. `{route}` keeps one bucket per route whatever its
 /// parameters, so `"{route}"` limits each endpoint as a whole; `{path}` is written by the client,
 /// so a key with it can take as many values as clients invent (each a slot in the table). Keys of
-/// the form `api/search/{ip}` are the `/`-separated paths that leakgate's rules are written for.
+/// the form `api/search/{ip}` are the `/`-separated paths that leakgate's rules are written for
+/// (see [`RateLimitLayer::rules`](crate::RateLimitLayer::rules)).
 ///
 /// ```
 /// use leakgate::{KeyedLimiter, Quota};
