@@ -5,21 +5,11 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p leakgate-loom-tests --release`.
 #![cfg(loom)]
 
-use leakgate::{Limiter, ManualClock, Quota};
+use leakgate::{Limiter, ManualClock};
+use leakgate_loom_tests::{model, per_second};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
-
-/// `T` = 1 s.
-fn per_second(burst: u64) -> Quota {
-    Quota::per_second(1).unwrap().with_burst(burst).unwrap()
-}
 
 fn reset_secs(lim: &Limiter<ManualClock>) -> u64 {
     let reset = lim.check_n(0).unwrap().reset_after();

@@ -9,15 +9,10 @@
 #![cfg(loom)]
 
 use leakgate::{Clock, KeyedLimiter, ManualClock, Quota};
+use leakgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
 
 /// One group of four slots in all: every key competes for them.
 fn one_group(burst: u64, clock: ManualClock) -> KeyedLimiter<u64, ManualClock> {

@@ -4,22 +4,12 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p leakgate-loom-tests --release`.
 #![cfg(loom)]
 
-use leakgate::{Limiter, ManualClock, Quota};
+use leakgate::{Limiter, ManualClock};
+use leakgate_loom_tests::{model, per_second};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
-
-/// `T` = 1 s for a quota of one per second.
-fn per_second(burst: u64) -> Quota {
-    Quota::per_second(1).unwrap().with_burst(burst).unwrap()
-}
 
 #[test]
 fn racing_checks_admit_exactly_the_burst() {

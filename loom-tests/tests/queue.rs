@@ -8,15 +8,10 @@
 #![cfg(loom)]
 
 use leakgate::{Limiter, ManualClock, Quota};
+use leakgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
 
 /// One per second (`T` = 1 s, so every time below is a whole number of seconds), with the given
 /// burst already used up at time 0.

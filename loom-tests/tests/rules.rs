@@ -4,14 +4,9 @@
 #![cfg(loom)]
 
 use leakgate::{ManualClock, OverflowPolicy, Quota, RuleLimiter, Rules};
+use leakgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
 
 fn q(s: &str) -> Quota {
     s.parse().unwrap()
