@@ -9,8 +9,10 @@ bash scripts/ensure-redis.sh
 echo "== unit, integration, property and doc tests (all features)"
 cargo test --workspace --all-features
 
+# `--tests` leaves the doc tests out: they ran above, and `--ignored` would also run the README's
+# `ignore` blocks, which name the sibling crates (leakgate-redis, leakgate-tower).
 echo "== large stress and flood tests (release, #[ignore]d by default)"
-cargo test --workspace --all-features --release -- --ignored
+cargo test --workspace --all-features --release --tests -- --ignored
 
 echo "== loom models (every interleaving of the lock-free algorithms)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
