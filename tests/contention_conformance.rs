@@ -208,18 +208,19 @@ impl Clock for Preempted {
     }
 }
 
-/// Keyed, one group of 4 slots, 6 keys; each thread sends bursts to random keys then pauses, so
-/// buckets fill, go idle and get reclaimed while other threads hold older clock readings.
-#[test]
-fn keyed_reclaim_with_random_preemption_conforms_per_key() {
-    let q = Quota::new(10, Duration::from_millis(1), 10).unwrap(); // T = 100 us, tau = 1 ms
-    let clock = Preempted(TscClock::new());
-    let keyed = KeyedLimiter::<u64, _>::with_layout(q, 1, 4, clock.clone());
+/// Six threads for 3 s on `clock`, each sending bursts to random keys of 6 through `check(key,
+/// n)` and now and then pausing, so buckets fill, go idle and (in a table) get reclaimed while
+/// other threads hold older clock readings: every admission as (key, clock read, n).
+fn preempted_traffic(
+    q: Quota,
+    clock: &Preempted,
+    check: impl Fn(u64, u64) -> bool + Sync,
+) -> Vec<(u64, u64, u64)> {
     let log = Mutex::new(Vec::new());
     let stop = clock.0.now_ns() + 3_000_000_000;
     std::thread::scope(|s| {
         for seed in 0..6u64 {
-            let (keyed, log, clock) = (&keyed, &log, &clock);
+            let (check, log) = (&check, &log);
             s.spawn(move || {
                 PRNG.with(|p| p.set(0x2545_f491_4f6c_dd1d ^ (seed + 3).wrapping_mul(0x9e37_79b9)));
                 let mut rng =
@@ -232,7 +233,7 @@ fn keyed_reclaim_with_random_preemption_conforms_per_key() {
                     } else {
                         1 + rng.next() % q.burst()
                     };
-                    if keyed.check_n(&key, n).is_ok() {
+                    if check(key, n) {
                         mine.push((key, LAST_READ.with(Cell::get), n));
                     }
                     if rng.next().is_multiple_of(4) {
@@ -243,10 +244,24 @@ fn keyed_reclaim_with_random_preemption_conforms_per_key() {
             });
         }
     });
-    let events = log.into_inner().unwrap();
+    log.into_inner().unwrap()
+}
+
+/// Key `k`'s admissions among `events`, as (clock read, n).
+fn of_key(events: &[(u64, u64, u64)], k: u64) -> Vec<(u64, u64)> {
+    events.iter().filter(|e| e.0 == k).map(|e| (e.1, e.2)).collect()
+}
+
+/// Keyed, one group of 4 slots, 6 keys, under [`preempted_traffic`].
+#[test]
+fn keyed_reclaim_with_random_preemption_conforms_per_key() {
+    let q = Quota::new(10, Duration::from_millis(1), 10).unwrap(); // T = 100 us, tau = 1 ms
+    let clock = Preempted(TscClock::new());
+    let keyed = KeyedLimiter::<u64, _>::with_layout(q, 1, 4, clock.clone());
+    let events = preempted_traffic(q, &clock, |key, n| keyed.check_n(&key, n).is_ok());
     let mut bad = Vec::new();
     for k in 0..6 {
-        let mine: Vec<_> = events.iter().filter(|e| e.0 == k).map(|e| (e.1, e.2)).collect();
+        let mine = of_key(&events, k);
         if let Some((ex, i)) = replay(q, mine.clone()) {
             bad.push(format!(
                 "key {k}: {} admissions, event {i} exceeds tau by {} ns",
@@ -269,37 +284,8 @@ fn per_key_limiters_with_random_preemption_conform() {
     let q = Quota::new(10, Duration::from_millis(1), 10).unwrap();
     let clock = Preempted(TscClock::new());
     let lims: Vec<_> = (0..6).map(|_| Limiter::with_clock(q, clock.clone())).collect();
-    let log = Mutex::new(Vec::new());
-    let stop = clock.0.now_ns() + 3_000_000_000;
-    std::thread::scope(|s| {
-        for seed in 0..6u64 {
-            let (lims, log, clock) = (&lims, &log, &clock);
-            s.spawn(move || {
-                PRNG.with(|p| p.set(0x2545_f491_4f6c_dd1d ^ (seed + 3).wrapping_mul(0x9e37_79b9)));
-                let mut rng =
-                    Rng(0x9e37_79b9_7f4a_7c15 ^ (seed + 11).wrapping_mul(0x1234_5678_9abc));
-                let mut mine = Vec::new();
-                while clock.0.now_ns() < stop {
-                    let key = rng.next() % 6;
-                    let n = if rng.next().is_multiple_of(2) {
-                        q.burst()
-                    } else {
-                        1 + rng.next() % q.burst()
-                    };
-                    if lims[key as usize].check_n(n).is_ok() {
-                        mine.push((key, LAST_READ.with(Cell::get), n));
-                    }
-                    if rng.next().is_multiple_of(4) {
-                        std::thread::sleep(Duration::from_micros(rng.next() % 1_500));
-                    }
-                }
-                log.lock().unwrap().extend(mine);
-            });
-        }
-    });
-    let events = log.into_inner().unwrap();
+    let events = preempted_traffic(q, &clock, |key, n| lims[key as usize].check_n(n).is_ok());
     for k in 0..6 {
-        let mine: Vec<_> = events.iter().filter(|e| e.0 == k).map(|e| (e.1, e.2)).collect();
-        assert_eq!(replay(q, mine), None, "key {k}");
+        assert_eq!(replay(q, of_key(&events, k)), None, "key {k}");
     }
 }
