@@ -4,11 +4,11 @@
 
 mod support;
 
-use leakgate::{ManualClock, Quota, RuleLimiter, RuleStats, Rules};
+use leakgate::{Quota, RuleLimiter, RuleStats, Rules};
 use leakgate_redis::{AsyncRedisRuleLimiter, Error, FailurePolicy, RedisRuleLimiter};
 use redis::Commands;
 use std::time::Duration;
-use support::RedisServer;
+use support::{epoch, manual_rules as manual, RedisServer};
 
 fn q(s: &str) -> Quota {
     s.parse().unwrap()
@@ -21,21 +21,6 @@ fn example() -> Rules {
     rules.insert("rate_limit/192.168.11.3", [q("100/s burst 500")]);
     rules.insert("api", [q("10/s"), q("1000/h")]);
     rules
-}
-
-fn manual(server: &RedisServer, rules: Rules, clock: &ManualClock) -> RedisRuleLimiter {
-    RedisRuleLimiter::builder(&server.url())
-        .caller_clock(clock.clone())
-        .deadline(Duration::from_secs(5))
-        .expiry_slack(Duration::from_secs(3600))
-        .connect_rules(rules)
-        .unwrap()
-}
-
-fn epoch() -> ManualClock {
-    let clock = ManualClock::new();
-    clock.set(Duration::from_secs(1_700_000_000));
-    clock
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod support;
 use leakgate::{ManualClock, Quota, RuleLimiter, Rules};
 use leakgate_redis::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 use std::time::Duration;
-use support::RedisServer;
+use support::{epoch, manual_rules as manual, RedisServer};
 
 fn q(s: &str) -> Quota {
     s.parse().unwrap()
@@ -19,21 +19,6 @@ fn rules(entries: &[(&str, &[&str])]) -> Rules {
         rules.insert(*path, quotas.iter().map(|s| q(s)));
     }
     rules
-}
-
-fn epoch() -> ManualClock {
-    let clock = ManualClock::new();
-    clock.set(Duration::from_secs(1_700_000_000));
-    clock
-}
-
-fn manual(server: &RedisServer, rules: Rules, clock: &ManualClock) -> RedisRuleLimiter {
-    RedisRuleLimiter::builder(&server.url())
-        .caller_clock(clock.clone())
-        .deadline(Duration::from_secs(5))
-        .expiry_slack(Duration::from_secs(3600))
-        .connect_rules(rules)
-        .unwrap()
 }
 
 /// Both limiters' answers to the same request, which must be equal.

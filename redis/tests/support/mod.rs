@@ -24,6 +24,28 @@ pub fn patient_limiter(url: &str, quota: leakgate::Quota) -> leakgate_redis::Red
         .expect("a local redis-server")
 }
 
+/// A manual clock at a realistic Unix time (November 2023), for limiters on the caller's clock.
+pub fn epoch() -> leakgate::ManualClock {
+    let clock = leakgate::ManualClock::new();
+    clock.set(Duration::from_secs(1_700_000_000));
+    clock
+}
+
+/// A rules limiter on `server` deciding on the caller's `clock`, patient as
+/// [`patient_limiter`], whose buckets outlive an hour of clock moves.
+pub fn manual_rules(
+    server: &RedisServer,
+    rules: leakgate::Rules,
+    clock: &leakgate::ManualClock,
+) -> leakgate_redis::RedisRuleLimiter {
+    leakgate_redis::RedisRuleLimiter::builder(&server.url())
+        .caller_clock(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .expiry_slack(Duration::from_secs(3600))
+        .connect_rules(rules)
+        .unwrap()
+}
+
 /// A running `redis-server` of our own.
 pub struct RedisServer {
     child: Option<Child>,
