@@ -11,8 +11,11 @@
 //! driving one hyper client pool per contender; contenders are interleaved in every round (the
 //! order rotates); each rate is the median over the rounds, and each comparison ("vs none", the
 //! layer's CPU time per request, its CPU cost in percent) the median of the per-round comparisons
-//! with the run without a layer. CPU time is the process's own (client and server), read from
-//! Linux's per-thread schedstat, so other processes' load on a shared machine does not count.
+//! with the run without a layer. CPU time is the process's own, read from Linux's per-thread
+//! schedstat, so other processes' load on a shared machine does not count. Server and clients run
+//! on two runtimes with their own named threads, so the server's share is reported too: what a
+//! server whose clients are elsewhere pays per request (the clients' share includes parsing the
+//! fields the server sends).
 //! Every quota is far above the load, so every request is admitted and the figures are the cost
 //! of admitting: key lookup, decision, and (for leakgate) the two RateLimit fields.
 
@@ -118,11 +121,14 @@ fn contenders() -> Vec<(&'static str, Router)> {
     ]
 }
 
-/// Starts `app` on an ephemeral loopback port.
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// The name of the server runtime's threads (how their CPU time is told from the clients').
+const SERVER_THREAD: &str = "http-server";
+
+/// Starts `app` on an ephemeral loopback port, served by `server`.
+fn serve(server: &tokio::runtime::Runtime, app: Router) -> SocketAddr {
+    let listener = server.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
+    server.spawn(async move {
         let make = app.into_make_service_with_connect_info::<SocketAddr>();
         axum::serve(listener, make).await.unwrap();
     });
@@ -139,26 +145,44 @@ struct Sample {
     /// This process's CPU time per request, in ns (client and server together), when the OS
     /// tells it.
     cpu_ns: Option<f64>,
+    /// The server threads' share of it.
+    server_cpu_ns: Option<f64>,
+}
+
+/// One thread's CPU time so far, and whether it serves.
+#[derive(Clone, Copy)]
+struct ThreadCpu {
+    ns: u64,
+    server: bool,
 }
 
 /// CPU nanoseconds each thread of this process has run, by thread id (Linux's
-/// `/proc/self/task/*/schedstat`; `None` elsewhere).
-fn thread_cpu_ns() -> Option<HashMap<u64, u64>> {
+/// `/proc/self/task/*/schedstat`, and `comm` for the name; `None` elsewhere).
+fn thread_cpu_ns() -> Option<HashMap<u64, ThreadCpu>> {
     let mut threads = HashMap::new();
     for task in std::fs::read_dir("/proc/self/task").ok()? {
         let task = task.ok()?;
         let Ok(id) = task.file_name().to_string_lossy().parse::<u64>() else { continue };
         // A thread may end between the listing and the read: it is simply not counted.
         let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
-        threads.insert(id, stat.split_whitespace().next()?.parse().ok()?);
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let ns = stat.split_whitespace().next()?.parse().ok()?;
+        threads.insert(id, ThreadCpu { ns, server: name.trim_end() == SERVER_THREAD });
     }
     Some(threads)
 }
 
-/// CPU nanoseconds this process's threads ran since `start`.
-fn cpu_ns_since(start: &HashMap<u64, u64>) -> Option<u64> {
-    let now = thread_cpu_ns()?;
-    Some(now.iter().map(|(id, ns)| ns.saturating_sub(start.get(id).copied().unwrap_or(0))).sum())
+/// CPU nanoseconds this process's threads ran since `start`: all of them, and the server's.
+fn cpu_ns_since(start: &HashMap<u64, ThreadCpu>) -> Option<(u64, u64)> {
+    let (mut all, mut server) = (0, 0);
+    for (id, now) in thread_cpu_ns()? {
+        let ran = now.ns.saturating_sub(start.get(&id).map_or(0, |t| t.ns));
+        all += ran;
+        if now.server {
+            server += ran;
+        }
+    }
+    Some((all, server))
 }
 
 /// One slice: `clients.len()` tasks, each with its own connection, each sending GETs one after
@@ -189,8 +213,13 @@ async fn slice(addr: SocketAddr, clients: &[HttpClient], length: Duration) -> Sa
         done += task.await.unwrap();
     }
     let rate = done as f64 / start.elapsed().as_secs_f64();
-    let cpu_ns = cpu_start.and_then(|start| cpu_ns_since(&start)).map(|ns| ns as f64 / done as f64);
-    Sample { rate, cpu_ns }
+    let cpu = cpu_start.and_then(|start| cpu_ns_since(&start));
+    let per_request = |ns: u64| ns as f64 / done as f64;
+    Sample {
+        rate,
+        cpu_ns: cpu.map(|(all, _)| per_request(all)),
+        server_cpu_ns: cpu.map(|(_, server)| per_request(server)),
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -200,12 +229,16 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Loopback requests/s and CPU time per request, per contender.
 fn loopback(options: &Options) {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    runtime.block_on(async {
+    let runtime = |name: &str| {
+        let builder = &mut tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2).thread_name(name).enable_all().build().unwrap()
+    };
+    let server = runtime(SERVER_THREAD);
+    let addrs: Vec<_> =
+        contenders().into_iter().map(|(name, app)| (name, serve(&server, app))).collect();
+    runtime("http-client").block_on(async {
         let mut servers = Vec::new();
-        for (name, app) in contenders() {
-            let addr = serve(app).await;
+        for (name, addr) in addrs {
             let clients: Vec<HttpClient> = (0..options.clients)
                 .map(|_| Client::builder(TokioExecutor::new()).build(HttpConnector::new()))
                 .collect();
@@ -226,8 +259,15 @@ fn loopback(options: &Options) {
             options.clients, options.rounds, options.slice
         );
         println!(
-            "{:<30} {:>11} {:>9} {:>13} {:>13} {:>9}",
-            "contender", "requests/s", "vs none", "cpu ns/req", "layer cpu ns", "cpu cost"
+            "{:<30} {:>11} {:>9} {:>11} {:>13} {:>9} {:>11} {:>12}",
+            "contender",
+            "requests/s",
+            "vs none",
+            "cpu ns/req",
+            "layer cpu ns",
+            "cpu cost",
+            "server ns",
+            "server cost"
         );
         // Comparisons are made within a round (the load other processes put on the machine
         // changes slowly) and then the median is taken. CPU time per request is the steadier
@@ -243,18 +283,29 @@ fn loopback(options: &Options) {
                 samples.iter().zip(&base).map(|(s, b)| Some(s.cpu_ns? - b.cpu_ns?)).collect();
             let cost: Option<Vec<f64>> =
                 samples.iter().zip(&base).map(|(s, b)| Some(s.cpu_ns? / b.cpu_ns? - 1.0)).collect();
+            let server: Option<Vec<f64>> = samples.iter().map(|s| s.server_cpu_ns).collect();
+            let server_cost: Option<Vec<f64>> = samples
+                .iter()
+                .zip(&base)
+                .map(|(s, b)| Some(s.server_cpu_ns? / b.server_cpu_ns? - 1.0))
+                .collect();
+            let percent = |v: Option<Vec<f64>>| {
+                v.map_or("n/a".to_owned(), |mut v| format!("{:+.1}%", median(&mut v) * 100.0))
+            };
             let show = |v: Option<Vec<f64>>, scale: f64, unit: &str| match v {
                 Some(mut v) => format!("{:.0}{unit}", median(&mut v) * scale),
                 None => "n/a".to_owned(),
             };
             println!(
-                "{:<30} {:>11.0} {:>8.1}% {:>13} {:>13} {:>9}",
+                "{:<30} {:>11.0} {:>8.1}% {:>11} {:>13} {:>9} {:>11} {:>12}",
                 name,
                 median(&mut rates),
                 (median(&mut ratios) - 1.0) * 100.0,
                 show(cpu, 1.0, ""),
                 show(extra, 1.0, ""),
-                cost.map_or("n/a".to_owned(), |mut v| format!("{:+.1}%", median(&mut v) * 100.0)),
+                percent(cost),
+                show(server, 1.0, ""),
+                percent(server_cost),
             );
         }
     });
