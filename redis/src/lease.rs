@@ -150,6 +150,11 @@ pub(crate) struct Slot {
     pub(crate) lease: ArcSwap<Lease>,
     /// Local clock (ns) before which Redis would deny a unit; 0: no cached denial.
     denied_until: AtomicU64,
+    /// Local clock (ns) before which a request that finds this key's lease being renewed is
+    /// refused here instead of waiting its turn; 0: never. Set when Redis said the key's buckets
+    /// had no room beyond the units it leased, to one interval after the answer arrived (see
+    /// [`Slot::refuse_while_renewing`]).
+    full_until: AtomicU64,
     /// Held by the one call that renews the lease.
     pub(crate) refill: tokio::sync::Mutex<()>,
 }
@@ -170,6 +175,7 @@ impl Slot {
         Slot {
             lease: ArcSwap::from_pointee(Lease::none()),
             denied_until: AtomicU64::new(0),
+            full_until: AtomicU64::new(0),
             refill: tokio::sync::Mutex::new(()),
         }
     }
@@ -192,6 +198,41 @@ impl Slot {
     pub(crate) fn deny_until(&self, origin_ns: u64, retry_ns: u64) {
         // Relaxed: see `serve`. Measured from before the call, so never later than Redis's time.
         self.denied_until.store(origin_ns.saturating_add(retry_ns), Ordering::Relaxed);
+    }
+
+    /// Redis's answer, arrived at `answered_ns`, left the key's buckets no room for one more unit
+    /// beyond the units it leased; the shortest emission interval among its quotas is
+    /// `interval_ns`.
+    pub(crate) fn note_full(&self, answered_ns: u64, interval_ns: u64) {
+        // Relaxed: see `serve`.
+        self.full_until.store(answered_ns.saturating_add(interval_ns), Ordering::Relaxed);
+    }
+
+    /// Redis had room the last time it was asked.
+    pub(crate) fn note_room(&self) {
+        // Relaxed: see `serve`.
+        self.full_until.store(0, Ordering::Relaxed);
+    }
+
+    /// For a request at `now_ns` that finds another one renewing the lease: `Some(wait)` if it is
+    /// refused here, `None` if it should wait for the renewal and then ask.
+    ///
+    /// Refusing it admits nothing, so it is safe, and it costs the key no capacity, only time.
+    /// The buckets were full when Redis last answered, and since then they have freed at most
+    /// one unit per interval: fewer than one round trip's worth plus one. The renewing request
+    /// reaches Redis after this moment and takes what has freed, as its own unit and as a lease
+    /// (the lease of a hot key grows until it covers a round trip). Whatever it leaves stays in
+    /// the buckets for the next call: a bucket keeps its room until it is full of it. The
+    /// alternative is every request waiting its turn for a round trip of its own, which holds a
+    /// saturated hot key to one decision per round trip.
+    ///
+    /// The window is one interval after the answer, so a key that went quiet after being full
+    /// is not refused here on a burst much later: by then its room is unknown, and the
+    /// requests wait for the renewal as usual.
+    pub(crate) fn refuse_while_renewing(&self, now_ns: u64) -> Option<u64> {
+        // Relaxed: see `serve`.
+        let until = self.full_until.load(Ordering::Relaxed);
+        (now_ns < until).then(|| until - now_ns)
     }
 }
 
@@ -311,6 +352,24 @@ mod tests {
         slot.deny_until(100, 50);
         assert_eq!(slot.serve(120, 1), Local::Denied(30));
         assert_eq!(slot.serve(150, 1), Local::Ask);
+    }
+
+    #[test]
+    fn a_full_key_refuses_during_a_renewal_for_one_interval_after_the_answer() {
+        let slot = Slot::new();
+        assert_eq!(slot.refuse_while_renewing(0), None, "never full: wait for the renewal");
+        slot.note_full(1_000, 100);
+        assert_eq!(slot.refuse_while_renewing(1_000), Some(100));
+        assert_eq!(slot.refuse_while_renewing(1_099), Some(1));
+        assert_eq!(slot.refuse_while_renewing(1_100), None, "the window has passed");
+        slot.note_full(2_000, 100);
+        slot.note_room();
+        assert_eq!(slot.refuse_while_renewing(2_000), None, "room at the last answer");
+        // The window saturates rather than wrapping.
+        slot.note_full(u64::MAX - 1, u64::MAX);
+        assert_eq!(slot.refuse_while_renewing(u64::MAX - 1), Some(1));
+        // A refusal here never touches the lease or the cached denial.
+        assert_eq!(slot.serve(0, 1), Local::Ask);
     }
 
     #[test]

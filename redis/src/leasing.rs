@@ -44,9 +44,22 @@ impl AsyncRedisLimiter {
         };
         // One deadline for the whole call: waiting for the renewer, then the round trip.
         let started = std::time::Instant::now();
-        let Ok(_renewing) = tokio::time::timeout(c.deadline, slot.refill.lock()).await else {
-            c.stats.timeouts.inc();
-            return self.or_policy(&[key], n, Err(Error::Timeout(c.deadline)));
+        let _renewing = match slot.refill.try_lock() {
+            Ok(renewing) => renewing,
+            Err(_) => {
+                if let Some(wait) = slot.refuse_while_renewing(c.local_clock.now_ns()) {
+                    c.stats.local_denied.inc();
+                    let retry = Some(Duration::from_nanos(wait));
+                    return Err(Denied::new(0, Duration::ZERO, retry));
+                }
+                match tokio::time::timeout(c.deadline, slot.refill.lock()).await {
+                    Ok(renewing) => renewing,
+                    Err(_) => {
+                        c.stats.timeouts.inc();
+                        return self.or_policy(&[key], n, Err(Error::Timeout(c.deadline)));
+                    }
+                }
+            }
         };
         // Another caller may have renewed the lease while this one waited.
         if let Some(decided) = self.try_local(key, n) {
@@ -59,18 +72,37 @@ impl AsyncRedisLimiter {
         let budget = c.deadline.saturating_sub(started.elapsed());
         let decided = self.decide_leasing(&[key], n, 0, want, now, budget).await;
         if let Ok((decision, reply)) = &decided {
+            let answered = c.local_clock.now_ns();
             match decision {
-                Ok(_) => slot.lease.store(Arc::new(self.lease_from(origin, reply, n))),
+                Ok(admitted) => {
+                    slot.lease.store(Arc::new(self.lease_from(origin, reply, n)));
+                    // `remaining` counts the units just leased too; the buckets' own room is
+                    // what is left beyond them.
+                    if admitted.remaining() <= reply.leased {
+                        slot.note_full(answered, self.shortest_interval_ns());
+                    } else {
+                        slot.note_room();
+                    }
+                }
                 Err(no) if n == 1 => {
                     if let Some(retry) = no.retry_after() {
                         let retry = u64::try_from(retry.as_nanos()).unwrap_or(u64::MAX);
                         slot.deny_until(origin, retry);
                     }
+                    slot.note_full(answered, self.shortest_interval_ns());
                 }
                 Err(_) => {}
             }
         }
         self.or_policy(&[key], n, decided)
+    }
+
+    /// The shortest emission interval among the quotas, in ns (rounded down).
+    fn shortest_interval_ns(&self) -> u64 {
+        let interval =
+            |rate: &crate::units::Rate| rate.interval() / u128::from(rate.units_per_ns());
+        let shortest = self.shared.rates.iter().map(interval).min().unwrap_or(0);
+        u64::try_from(shortest).unwrap_or(u64::MAX)
     }
 
     /// The lease an admission of cost `n` took (possibly of no units: it still records when).

@@ -295,3 +295,53 @@ fn leased_units_are_dropped_once_their_slot_has_begun() {
     // The leased units' slots have begun: using them now would exceed the burst.
     assert!(with_leases.check("k").is_err());
 }
+
+/// Redis's clock, in µs.
+fn redis_time_us(server: &RedisServer) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
+    s * 1_000_000 + us
+}
+
+/// A hot key asked far above its rate by 64 tasks, on Redis's clock: while one task renews the
+/// lease of the full key, the others are refused here instead of each waiting for a round trip
+/// of its own (which held the key to one decision per round trip when the rate's interval was
+/// shorter than a round trip), and the fleet bound still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_hot_key_is_refused_locally_while_its_lease_is_renewed() {
+    let server = RedisServer::start();
+    let lim = AsyncRedisLimiter::builder(&server.url())
+        .quota(q("10000/s burst 100"))
+        .deadline(Duration::from_secs(5))
+        .leases(LeaseConfig::new(256))
+        .connect_async()
+        .await
+        .unwrap();
+    let start = redis_time_us(&server);
+    let until = std::time::Instant::now() + Duration::from_millis(300);
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let lim = lim.clone();
+            tokio::spawn(async move {
+                let mut admitted = 0u64;
+                while std::time::Instant::now() < until {
+                    admitted += u64::from(lim.check("hot").await.is_ok());
+                    // Each decision yields, as a real handler would between requests.
+                    tokio::task::yield_now().await;
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.unwrap();
+    }
+    let elapsed_us = redis_time_us(&server) - start;
+    let bound = 100 + 10_000 * elapsed_us / 1_000_000 + 1;
+    let s = lim.stats();
+    assert!(admitted <= bound, "admitted {admitted} > bound {bound}: {s:?}");
+    assert!(s.local_denied > 0, "{s:?}");
+    // Waiting for a round trip each, they made about 1.5 decisions per round trip; refused
+    // here, about 200 in a release build and 10 in a debug one (where each local answer is slow).
+    assert!(s.decisions() >= 4 * s.round_trips, "fewer than 4 decisions per round trip: {s:?}");
+}
