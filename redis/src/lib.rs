@@ -129,7 +129,11 @@
 //! # Leases for hot keys
 //! With [`Builder::leases`], a process takes extra units in the same round trip as a request and
 //! serves later requests from them locally, each within its slot of the bucket's schedule, so the
-//! fleet's bound holds exactly; see [`LeaseConfig`].
+//! fleet's bound holds exactly; see [`LeaseConfig`]. While one request renews the lease of a
+//! key that Redis last found full, the others that the lease cannot serve are refused here, for
+//! one emission interval after that answer, rather than each waiting for a round trip. Their
+//! `retry_after` is the rest of that interval, an estimate. The buckets keep the room they
+//! refuse for the renewing request.
 //!
 //! # When Redis is slow or away
 //! Every call has a deadline (5 ms by default). A call that gets no decision in time, or finds the
