@@ -193,6 +193,9 @@ fn snapshots_under_constant_reclamation_list_each_key_once_within_range() {
     let keyed = KeyedLimiter::<u64, _>::with_layout(q, 2, 8, leakgate::TscClock::new());
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
+        // Stops the checkers however this closure ends: a failed assertion below must fail the
+        // test, not leave `scope` waiting for threads that never stop.
+        let _stop_on_exit = StopOnDrop(&stop);
         for t in 0..3u64 {
             let (keyed, stop) = (&keyed, &stop);
             s.spawn(move || {
@@ -214,8 +217,16 @@ fn snapshots_under_constant_reclamation_list_each_key_once_within_range() {
                 assert!(s.remaining <= 10 && (0.0..=1.0).contains(&s.fill), "{s:?}");
             }
         }
-        stop.store(true, Ordering::Relaxed);
     });
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 // ---- against a plain model, with a clock that goes back and forth ----

@@ -2,6 +2,7 @@
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
+use std::collections::hash_map::{Entry, HashMap};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -32,9 +33,9 @@ pub struct KeyState<K> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
-    /// The keys tracked now, with their levels. Takes no lock: checks and inserts go on while it
-    /// runs, so it is a consistent view of each bucket, not of the whole table at one instant.
-    /// Allocates (it is not for the hot path).
+    /// The keys tracked now, with their levels, each key once. Takes no lock: checks and inserts
+    /// go on while it runs, so it is a consistent view of each bucket, not of the whole table at
+    /// one instant. Allocates (it is not for the hot path).
     ///
     /// ```
     /// use leakgate::{KeyedLimiter, ManualClock, Quota};
@@ -67,6 +68,52 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 since_last_use: Duration::from_millis(u64::from(now_ms.wrapping_sub(used_ms))),
             });
         });
-        states
+        one_reading_per_key(states)
+    }
+}
+
+/// Keeps one reading of each key. A key given a new slot while the walk runs (its old bucket
+/// idle and reclaimed, its new one in a slot read later, or the other way round) is read in both;
+/// the fuller reading is kept, the other being the idle bucket it left.
+fn one_reading_per_key<K: Hash + Eq + Clone>(states: Vec<KeyState<K>>) -> Vec<KeyState<K>> {
+    let mut index: HashMap<K, usize> = HashMap::with_capacity(states.len());
+    let mut unique: Vec<KeyState<K>> = Vec::with_capacity(states.len());
+    for state in states {
+        match index.entry(state.key.clone()) {
+            Entry::Occupied(seen) => {
+                let kept = &mut unique[*seen.get()];
+                if state.reset_after > kept.reset_after {
+                    *kept = state;
+                }
+            }
+            Entry::Vacant(new) => {
+                new.insert(unique.len());
+                unique.push(state);
+            }
+        }
+    }
+    unique
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(key: u32, reset_ms: u64) -> KeyState<u32> {
+        KeyState {
+            key,
+            remaining: 0,
+            fill: 0.0,
+            reset_after: Duration::from_millis(reset_ms),
+            since_last_use: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_key_read_twice_keeps_its_fuller_reading_in_its_first_place() {
+        let states =
+            vec![reading(1, 0), reading(2, 5), reading(1, 7), reading(3, 1), reading(2, 3)];
+        let kept = one_reading_per_key(states);
+        assert_eq!(kept, vec![reading(1, 7), reading(2, 5), reading(3, 1)]);
     }
 }
