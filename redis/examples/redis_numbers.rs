@@ -254,11 +254,7 @@ fn fleet_child(url: &str) {
         .connect()
         .unwrap();
     let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let time = |con: &mut redis::Connection| {
-        let (s, us): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
-        s * 1_000_000 + us
-    };
-    let start = time(&mut con);
+    let start = support::redis_time_us(&mut con);
     let admitted: u64 = std::thread::scope(|s| {
         let threads: Vec<_> = (0..2)
             .map(|_| {
@@ -274,7 +270,7 @@ fn fleet_child(url: &str) {
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).sum()
     });
-    let end = time(&mut con);
+    let end = support::redis_time_us(&mut con);
     let s = lim.stats();
     println!("CHILD {admitted} {start} {end} {} {}", s.decisions(), s.round_trips);
     if std::env::var("LEAKGATE_NUMBERS_VERBOSE").is_ok() {

@@ -296,12 +296,6 @@ fn leased_units_are_dropped_once_their_slot_has_begun() {
     assert!(with_leases.check("k").is_err());
 }
 
-/// Redis's clock, in µs.
-fn redis_time_us(server: &RedisServer) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
-    s * 1_000_000 + us
-}
-
 /// A hot key asked far above its rate by 64 tasks, on Redis's clock: while one task renews the
 /// lease of the full key, the others are refused here instead of each waiting for a round trip
 /// of its own (which held the key to one decision per round trip when the rate's interval was
@@ -316,7 +310,7 @@ async fn a_saturated_hot_key_is_refused_locally_while_its_lease_is_renewed() {
         .connect_async()
         .await
         .unwrap();
-    let start = redis_time_us(&server);
+    let start = support::redis_time_us(&mut server.connection());
     let until = std::time::Instant::now() + Duration::from_millis(300);
     let tasks: Vec<_> = (0..64)
         .map(|_| {
@@ -336,7 +330,7 @@ async fn a_saturated_hot_key_is_refused_locally_while_its_lease_is_renewed() {
     for task in tasks {
         admitted += task.await.unwrap();
     }
-    let elapsed_us = redis_time_us(&server) - start;
+    let elapsed_us = support::redis_time_us(&mut server.connection()) - start;
     let bound = 100 + 10_000 * elapsed_us / 1_000_000 + 1;
     let s = lim.stats();
     assert!(admitted <= bound, "admitted {admitted} > bound {bound}: {s:?}");

@@ -8,7 +8,7 @@ use leakgate::Quota;
 use leakgate_redis::{LeaseConfig, RedisLimiter};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::RedisServer;
+use support::{redis_time_us, RedisServer};
 
 /// The entry point of the child processes; does nothing unless started by a test below.
 #[test]
@@ -29,12 +29,6 @@ fn worker_entry_point() {
         "pace" => pace(&lim, amount),
         _ => panic!("unknown role {role}"),
     }
-}
-
-/// Redis's clock, in µs.
-fn redis_time_us(con: &mut redis::Connection) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
-    s * 1_000_000 + us
 }
 
 fn hammer(lim: &RedisLimiter, url: &str, run_for: Duration) {

@@ -24,6 +24,12 @@ pub fn patient_limiter(url: &str, quota: leakgate::Quota) -> leakgate_redis::Red
         .expect("a local redis-server")
 }
 
+/// Redis's clock (`TIME`), in µs.
+pub fn redis_time_us(con: &mut redis::Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+    s * 1_000_000 + us
+}
+
 /// A manual clock at a realistic Unix time (November 2023), for limiters on the caller's clock.
 pub fn epoch() -> leakgate::ManualClock {
     let clock = leakgate::ManualClock::new();
