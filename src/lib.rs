@@ -116,8 +116,25 @@
 //!
 //! See [`docs::rules`] for what rules promise: the rule a key gets, several quotas, reloads.
 //!
-//! <!-- Further sections (many servers with Redis, HTTP with tower) go here, each with its
-//! example, in the order: Limiter, KeyedLimiter, async, Redis, HTTP, rules. -->
+//! # Features
+//!
+//! None is on by default.
+//!
+//! * `tokio`: the async waits, `Limiter::until_ready_n` and its kin, also per key on a
+//!   [`KeyedLimiter`]. **Without this feature they do not exist**: blocking code uses
+//!   [`Limiter::wait_n`], and async code enables `tokio` (`features = ["tokio"]` on the
+//!   `leakgate` dependency).
+//! * `rules-file`: rules read from TOML (`Rules::from_toml`, `Rules::from_file`) and reloaded
+//!   when their file changes (`RuleLimiter::watch_file`).
+//! * `metrics`: per-rule counters exported through the `metrics` facade
+//!   (`RuleLimiter::record_metrics`).
+//!
+//! # The rest of the family
+//!
+//! `leakgate-redis` shares one limit among many servers through Redis, `leakgate-tower` is a
+//! tower layer for HTTP servers (axum, hyper, tonic), and `leakgate-cli` is the `leakgate`
+//! command (`pace`, `demo`, `bench`, `rules`). Each is a crate of its own, so this one keeps its
+//! small set of dependencies (`quanta`, `crossbeam-utils`, `arc-swap`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

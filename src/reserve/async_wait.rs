@@ -71,6 +71,8 @@ pub(crate) fn wait_for(
 impl<C: Clock> Limiter<C> {
     /// Waits asynchronously for one unit: `until_ready_n(1)`.
     ///
+    /// Available with the crate feature `tokio`.
+    ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
@@ -97,8 +99,9 @@ impl<C: Clock> Limiter<C> {
     /// and otherwise the later ones keep their places. Either way a dropped wait never takes
     /// units that anyone uses.
     ///
-    /// Needs the `tokio` feature and a tokio runtime with time enabled. Precision is tokio's timer
-    /// (about 1 ms); the wait ends only once the limiter's own clock has reached the time.
+    /// Available with the crate feature `tokio`; needs a tokio runtime with time enabled.
+    /// Precision is tokio's timer (about 1 ms); the wait ends only once the limiter's own clock
+    /// has reached the time. Blocking code calls [`wait_n`](Limiter::wait_n) instead.
     ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
@@ -116,6 +119,8 @@ impl<C: Clock> Limiter<C> {
 
     /// As [`until_ready_n`](Limiter::until_ready_n), but denied at once, taking nothing, when the
     /// units cannot be had within `max_wait`.
+    ///
+    /// Available with the crate feature `tokio`.
     ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
@@ -140,6 +145,8 @@ impl<C: Clock> Limiter<C> {
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// Waits asynchronously for one unit of `key`: `until_ready_n(key, 1)`.
     ///
+    /// Available with the crate feature `tokio`.
+    ///
     /// ```
     /// # use leakgate::{KeyedLimiter, Quota};
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
@@ -160,6 +167,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// Waits asynchronously until `n` units of `key` may go, and takes them: exactly
     /// [`Limiter::until_ready_n`] for the key's bucket (the place is taken at the call; a future
     /// dropped before its time gives it back by the cancel rule).
+    ///
+    /// Available with the crate feature `tokio`; needs a tokio runtime with time enabled.
+    /// Blocking code calls [`wait_n`](KeyedLimiter::wait_n) instead.
     ///
     /// ```
     /// # use leakgate::{KeyedLimiter, Quota};
@@ -185,6 +195,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
 
     /// As [`until_ready_n`](KeyedLimiter::until_ready_n), but denied at once, taking nothing, when
     /// the units cannot be had within `max_wait`.
+    ///
+    /// Available with the crate feature `tokio`.
     ///
     /// ```
     /// # use leakgate::{KeyedLimiter, Quota};

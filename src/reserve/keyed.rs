@@ -131,6 +131,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// [`Limiter::wait_n`](crate::Limiter::wait_n)). Denied only when `n` is above the burst, or
     /// when the key finds no room in the table.
     ///
+    /// This blocks the thread. In async code, `until_ready_n(&key, n).await` waits without
+    /// blocking (it needs the crate feature `tokio`).
+    ///
     /// ```
     /// # use leakgate::{KeyedLimiter, Quota};
     /// let keyed = KeyedLimiter::new(Quota::per_second(10_000)?.with_burst(1)?);

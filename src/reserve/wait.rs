@@ -144,6 +144,9 @@ impl<C: Clock> Limiter<C> {
     /// with no bound, waited for with the default [`WaitPolicy`]. Denied only when `n` is above
     /// the burst (it could never go). Places are given in the order of the calls.
     ///
+    /// This blocks the thread. In async code, `until_ready_n(n).await` waits without blocking
+    /// (it needs the crate feature `tokio`).
+    ///
     /// ```
     /// # use leakgate::{Limiter, Quota};
     /// let lim = Limiter::new(Quota::per_second(10_000)?.with_burst(1)?);
