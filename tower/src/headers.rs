@@ -11,7 +11,10 @@
 //! `tau` rounded up). The policy is chosen so that:
 //!
 //! * `w = max(1, ceil(tau))` seconds: the time the bucket takes to refill completely, which is the
-//!   longest `t` ever reported, so `t <= w` on every response;
+//!   longest `t` ever reported, so `t <= w` on every response. In queue mode a bucket also holds
+//!   the places of the requests waiting in it, so it can stay full for up to `max_wait` longer
+//!   than `tau`; `t` then says `w` (the most the policy lets it say), and a 429's `Retry-After`
+//!   gives the real wait. (A clock that went backwards can do the same, and is capped alike.)
 //! * `q = floor(w / T)`: the units the quota's rate adds over `w`, rounded down, so a client that
 //!   spends `q` units per `w` seconds never goes faster than the quota's sustained rate, and
 //!   `r <= burst <= q` on every response.
@@ -86,6 +89,8 @@ pub(crate) struct Policy {
     items: Box<[sfv::String]>,
     /// The `RateLimit-Policy` field value, e.g. `"default";q=100;w=60`.
     field: HeaderValue,
+    /// The largest `w` of the items: the largest `t` a `RateLimit` value of this policy says.
+    max_w: u64,
 }
 
 /// A name as a Structured Field String, or why not.
@@ -109,15 +114,18 @@ impl Policy {
     /// policies apart by their `RateLimit-Policy` value alone.
     pub(crate) fn with_items(name: sfv::String, items: Vec<(sfv::String, Quota)>) -> Self {
         let mut list = ListSerializer::new();
+        let mut max_w = 0;
         for (item, quota) in &items {
             let (q, w) = window(*quota);
+            // Capped as the field writes it, so that `t <= w` holds as the client reads them.
+            max_w = max_w.max(w.min(SF_INTEGER_MAX));
             list.bare_item(item).parameter(Q, sf_integer(q)).parameter(W, sf_integer(w));
         }
         // An empty list does not finish: no items, an empty value (never sent: a rule without
         // quotas announces nothing).
         let field = static_value(list.finish().unwrap_or_default());
         let items = items.into_iter().map(|(item, _)| item).collect();
-        Policy { name, items, field }
+        Policy { name, items, field, max_w }
     }
 
     /// The `RateLimit` item's name.
@@ -148,9 +156,11 @@ impl Policy {
         self.field.clone()
     }
 
-    /// The `RateLimit` field value for a decision: `"name";r=remaining;t=reset_after`.
+    /// The `RateLimit` field value for a decision: `"name";r=remaining;t=reset_after`, with `t`
+    /// at most the policy's `w` (see the module docs: a queue's waiting requests may keep a
+    /// bucket full beyond `w`).
     pub(crate) fn service_limit(&self, remaining: u64, reset_after: Duration) -> HeaderValue {
-        let t = whole_seconds_up(reset_after);
+        let t = whole_seconds_up(reset_after).min(self.max_w);
         // The interned policy value is never freed, so its address names this policy for as
         // long as the program runs.
         let policy = self.field.as_bytes().as_ptr() as usize;
@@ -235,9 +245,12 @@ pub(crate) fn whole_seconds_up(d: Duration) -> u64 {
     d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
+/// The largest Structured Field Integer.
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
 /// A non-negative count as a Structured Field Integer, capped at its maximum (10^15 - 1).
 fn sf_integer(v: u64) -> Integer {
-    Integer::try_from(v).unwrap_or(Integer::MAX)
+    Integer::try_from(v.min(SF_INTEGER_MAX)).unwrap_or(Integer::MAX)
 }
 
 /// The `Retry-After` value for a wait: delay-seconds, rounded up.
@@ -328,7 +341,7 @@ mod tests {
         let field = named("p", big.unwrap()).unwrap().field();
         assert_eq!(field.to_str().unwrap(), r#""p";q=999999999999999;w=20000"#);
         let limit = policy.service_limit(u64::MAX, Duration::MAX);
-        assert_eq!(limit.to_str().unwrap(), r#""p";r=999999999999999;t=999999999999999"#);
+        assert_eq!(limit.to_str().unwrap(), r#""p";r=999999999999999;t=1"#, "t <= w");
     }
 
     #[test]
@@ -345,8 +358,8 @@ mod tests {
 
     #[test]
     fn the_per_thread_cache_never_mixes_up_values() {
-        let a = named("a", q("10/s")).unwrap();
-        let b = named("b", q("10/s")).unwrap();
+        let a = named("a", q("10/min")).unwrap();
+        let b = named("b", q("10/min")).unwrap();
         for round in 0..3 {
             for r in 0..300 {
                 for (name, policy) in [("a", &a), ("b", &b)] {
@@ -356,6 +369,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn t_never_exceeds_the_largest_w_of_the_policy() {
+        // A queue's backlog (or a clock gone backwards) may hold a bucket beyond its window.
+        let policy = named("d", q("1/s")).unwrap();
+        assert_eq!(policy.service_limit(0, Duration::from_secs(11)), r#""d";r=0;t=1"#);
+        assert_eq!(policy.service_limit(0, Duration::from_millis(300)), r#""d";r=0;t=1"#);
+        assert_eq!(policy.service_limit(0, Duration::ZERO), r#""d";r=0;t=0"#);
+        // Several items: the largest window bounds the one RateLimit item.
+        let name = policy_name("r").unwrap();
+        let items = vec![
+            (policy_name("r#0").unwrap(), q("10/s")),
+            (policy_name("r#1").unwrap(), q("100/min")),
+        ];
+        let rule = Policy::with_items(name, items);
+        assert_eq!(rule.service_limit(0, Duration::from_secs(59)), r#""r";r=0;t=59"#);
+        assert_eq!(rule.service_limit(0, Duration::from_secs(3600)), r#""r";r=0;t=60"#);
     }
 
     #[test]

@@ -106,7 +106,8 @@
 //! [`leakgate::KeyedLimiter::until_ready_n_timeout`]: each key has its own queue, so a key's
 //! backlog never delays another key. A released request's `RateLimit` field gives its bucket's
 //! level as it goes on; a refused one gets a 429 whose `Retry-After` says how much later the same
-//! request would fit within `max_wait`. With `max_wait` zero a queue answers as the meter does
+//! request would fit within `max_wait`. A queue may hold its bucket full for up to `max_wait`
+//! beyond the policy's window `w`; `t` then says `w`, so `t <= w` holds on every response. With `max_wait` zero a queue answers as the meter does
 //! (save that a keyed limiter's shared overflow bucket serves meters only).
 //!
 //! ```

@@ -294,7 +294,7 @@ mod tests {
     fn one_quota_is_named_by_the_rule_path() {
         let (policy, limit) = fields("api/search", &["10/s"]);
         assert_eq!(policy, r#""api/search";q=10;w=1"#);
-        assert_eq!(limit, r#""api/search";r=3;t=2"#);
+        assert_eq!(limit, r#""api/search";r=3;t=1"#, "1.5 s, rounded up to 2, is more than w");
     }
 
     #[test]

@@ -219,3 +219,20 @@ async fn a_closure_is_a_key_extractor() {
     clock.advance(Duration::from_millis(500));
     assert_eq!(http.get(&server.url("/?tenant=1")).await.status, 200);
 }
+
+/// Regression (reproducer `adv_tower_forwarded_empty_pair.rs`): a valid RFC 7239 element with an
+/// empty pair before `for=` (`forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )`)
+/// from a trusted proxy was refused as malformed, so the request got no key (a 400).
+#[test]
+fn a_forwarded_element_with_an_empty_pair_before_for_is_keyed() {
+    let peer = PeerIp::behind_proxies(ProxyHeader::Forwarded, ["10.0.0.0/8".parse().unwrap()]);
+    for value in
+        ["for=192.0.2.43;;proto=http", "proto=http;;for=192.0.2.43", "proto=http;for=192.0.2.43"]
+    {
+        let (mut parts, ()) =
+            http::Request::builder().header("forwarded", value).body(()).unwrap().into_parts();
+        parts.extensions.insert("10.1.2.3:4000".parse::<std::net::SocketAddr>().unwrap());
+        let got = leakgate_tower::KeyExtractor::extract(&peer, &parts);
+        assert_eq!(got, Ok("192.0.2.43".parse::<IpAddr>().unwrap()), "Forwarded: {value}");
+    }
+}
