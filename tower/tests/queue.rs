@@ -179,3 +179,31 @@ async fn queue_mode_t_never_exceeds_w() {
         assert!(param(limit, "t") <= param(&policy, "w"), "request {i}: {limit} vs {policy}");
     }
 }
+
+/// A queue's refusal (a request that would wait past `max_wait`) goes through the refusal
+/// handler too, with the request and the real wait.
+#[tokio::test(start_paused = true)]
+async fn a_queue_refusal_goes_through_the_refusal_handler() {
+    let clock = ManualClock::new();
+    let lim = one_per_second(&clock);
+    let layer = RateLimitLayer::global_queue(lim.clone(), Duration::from_millis(500)).on_refusal(
+        |refusal| {
+            let text =
+                format!("{} waits {:?}", refusal.request().uri.path(), refusal.retry_after());
+            let mut response = http::Response::new(bytes::Bytes::from(text));
+            *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+            response
+        },
+    );
+    let server =
+        Server::start(counting_router(&["/"], &Calls::default()).layer(layer.clone())).await;
+    let url = server.url("/");
+    assert_eq!(client().get(&url).await.status, 200);
+    // The next would wait 1 s, past 500 ms: refused, shaped.
+    let refused = client().get(&url).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.text(), "/ waits Some(500ms)");
+    assert_eq!(refused.header("retry-after"), "1");
+    assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=1"#);
+    assert_eq!(layer.counts().refused, 1);
+}
