@@ -23,7 +23,7 @@ pub(crate) use queue::{QueueGate, Queued, Wait, Waited};
 pub(crate) use rules::RulesGate;
 
 use crate::config::Config;
-use crate::headers::Policy;
+use crate::headers::{Policy, PolicyRef};
 use crate::key::{KeyError, KeyErrorKind, OnKeyError};
 use http::request::Parts;
 use leakgate::{Admitted, Denied, Quota};
@@ -40,12 +40,12 @@ pub(crate) struct Checked {
 }
 
 /// Which policy a response announces in `RateLimit-Policy` and names in `RateLimit`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Announce {
     /// The layer's own (a global or keyed limit: one quota for every request).
     Layer,
     /// The quotas of the rule the request's key is under.
-    Rule(&'static Policy),
+    Rule(PolicyRef),
     /// None: the key is under no rule, or under a rule in shadow mode (which limits nothing).
     Nothing,
 }
@@ -53,7 +53,7 @@ pub(crate) enum Announce {
 impl Announce {
     /// The policy to announce, if any.
     #[inline]
-    pub(crate) fn policy(self, config: &Config) -> Option<&Policy> {
+    pub(crate) fn policy<'a>(&'a self, config: &'a Config) -> Option<&'a Policy> {
         match self {
             Announce::Layer => config.policy.as_ref(),
             Announce::Rule(policy) => Some(policy),
