@@ -8,7 +8,7 @@
 //!
 //! * [`errln!`] writes a line to stderr and ignores a failure: there is nowhere left to report
 //!   it, and what the command does must not depend on whether its messages are read;
-//! * [`print`] writes a command's whole output to stdout and says whether it got through: a
+//! * [`print()`] writes a command's whole output to stdout and says whether it got through: a
 //!   reader that left ([`Delivery::ReaderGone`]) is not an error for a command whose output is a
 //!   report (`rules`, `bench`); another failure (a full disk) is reported on stderr.
 

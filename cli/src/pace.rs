@@ -36,7 +36,7 @@ Durations (RATE's period and --max-wait) share one grammar: 30s, 1.5s, 250ms, 2m
 3 days, 100us (also µs, μs); a rate's amount may be fractional too: 100/0.5s, 1/1.5s.
 
 The closing line (on stderr) says how pace ran and what it did:
-  leakgate pace (queue, one line every 100ms, quota 10/s burst 10): passed 20, dropped 0 in 1.001 s
+  leakgate pace (queue, one line every 100ms, quota 10/s burst 10): passed 20, dropped 0 in 1.901 s
   - the interval T = period / count, to 4 significant digits, in ps when under 1 ns (the fastest
     rate, 10^11/s, is one line every 10ps);
   - the lines passed and dropped, and the time from pace's start to its end;

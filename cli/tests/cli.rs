@@ -32,7 +32,16 @@ fn help_and_version_on_every_command() {
 fn long_help_explains_pace_and_bench() {
     let out = leakgate().args(["pace", "--help"]).output().unwrap();
     let help = text(&out.stdout);
-    for says in ["--max-wait", "from when it arrived", "burst", "Exit status", "1.5s"] {
+    for says in [
+        "--max-wait",
+        "from when it arrived",
+        "burst",
+        "Exit status",
+        "1.5s",
+        "The closing line",
+        "10ps",
+        "at least 100 lines",
+    ] {
         assert!(help.contains(says), "pace --help lacks {says:?}");
     }
     let out = leakgate().args(["bench", "--help"]).output().unwrap();
