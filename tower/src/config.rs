@@ -1,6 +1,7 @@
 //! What every service of one layer shares, and how the layer answers: the builder
 //! ([`RateLimitLayer`](crate::RateLimitLayer)) fills these in, and the services, the responses
-//! and the operator view read them, so neither side imports the other.
+//! and the operator view read them, so neither side imports the other. Also [`IntoShared`]: how
+//! the limiter a layer is given comes to be shared.
 
 use crate::counters::Counters;
 use crate::gate::{Gate, QueueGate};
@@ -54,4 +55,32 @@ pub enum RateLimitHeaders {
     OnRefusal,
     /// None.
     Never,
+}
+
+/// A limiter by value, or already in an `Arc` to share it with other code.
+///
+/// ```
+/// use leakgate::{Limiter, Quota};
+/// use leakgate_tower::RateLimitLayer;
+/// use std::sync::Arc;
+/// let lim = Arc::new(Limiter::new(Quota::per_second(10)?));
+/// let layer = RateLimitLayer::global(lim.clone());
+/// assert!(lim.check().is_ok()); // the layer and this code share the bucket
+/// # Ok::<(), leakgate::QuotaError>(())
+/// ```
+pub trait IntoShared<T> {
+    /// `self` in an `Arc`.
+    fn into_shared(self) -> Arc<T>;
+}
+
+impl<T> IntoShared<T> for T {
+    fn into_shared(self) -> Arc<T> {
+        Arc::new(self)
+    }
+}
+
+impl<T> IntoShared<T> for Arc<T> {
+    fn into_shared(self) -> Arc<T> {
+        self
+    }
 }

@@ -1,6 +1,6 @@
 //! [`RateLimitLayer`]: what to limit by, and how to answer.
 
-use crate::config::{Config, RateLimitHeaders, Shared};
+use crate::config::{Config, IntoShared, RateLimitHeaders, Shared};
 use crate::counters::{Counters, Counts};
 use crate::gate::{Gate, GlobalGate, KeyedGate, QueueGate, RulesGate};
 use crate::handler::Refusal;
@@ -49,34 +49,6 @@ use tower_layer::Layer;
 #[derive(Clone)]
 pub struct RateLimitLayer {
     shared: Shared,
-}
-
-/// A limiter by value, or already in an `Arc` to share it with other code.
-///
-/// ```
-/// use leakgate::{Limiter, Quota};
-/// use leakgate_tower::RateLimitLayer;
-/// use std::sync::Arc;
-/// let lim = Arc::new(Limiter::new(Quota::per_second(10)?));
-/// let layer = RateLimitLayer::global(lim.clone());
-/// assert!(lim.check().is_ok()); // the layer and this code share the bucket
-/// # Ok::<(), leakgate::QuotaError>(())
-/// ```
-pub trait IntoShared<T> {
-    /// `self` in an `Arc`.
-    fn into_shared(self) -> Arc<T>;
-}
-
-impl<T> IntoShared<T> for T {
-    fn into_shared(self) -> Arc<T> {
-        Arc::new(self)
-    }
-}
-
-impl<T> IntoShared<T> for Arc<T> {
-    fn into_shared(self) -> Arc<T> {
-        self
-    }
 }
 
 /// The policy name used unless [`RateLimitLayer::policy_name`] sets another.

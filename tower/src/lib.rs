@@ -145,7 +145,7 @@ mod refusal;
 mod service;
 
 pub use body::RefusalBody;
-pub use config::RateLimitHeaders;
+pub use config::{IntoShared, RateLimitHeaders};
 pub use counters::Counts;
 pub use future::ResponseFuture;
 pub use handler::Refusal;
@@ -155,7 +155,7 @@ pub use key::{
     HeaderKey, KeyError, KeyErrorKind, KeyExtractor, KeyTemplate, OnKeyError, PeerIp, ProxyHeader,
     TemplateError, UnmatchedRoute,
 };
-pub use layer::{IntoShared, RateLimitLayer};
+pub use layer::RateLimitLayer;
 pub use live_rules::LiveRules;
 pub use operator::OperatorView;
 pub use service::RateLimit;
