@@ -8,6 +8,7 @@ mod report;
 mod tail;
 mod throughput;
 
+use crate::out::{self, Delivery};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -58,20 +59,24 @@ pub(crate) fn run(args: Args) -> ExitCode {
     let default_threads: &[u16] = if args.tail { &[1, 2, 4, 8, 16] } else { &[1, 2, 4] };
     let threads: Vec<usize> =
         args.threads.as_deref().unwrap_or(default_threads).iter().map(|&n| n.into()).collect();
-    if args.tail {
+    let report = if args.tail {
         let plan = tail::Plan {
             rounds: 3,
             checks: args.checks.unwrap_or(if args.quick { 20_000 } else { 200_000 }),
             threads,
         };
         let results = tail::measure(&plan);
-        report::tail(&plan, cores, &results, args.json);
+        report::tail(&plan, cores, &results, args.json)
     } else {
         let plan = throughput::Plan::new(args.quick, threads);
         let results = throughput::measure(&plan);
-        report::throughput(&plan, cores, &results, args.json);
+        report::throughput(&plan, cores, &results, args.json)
+    };
+    // A reader that left early (`| head`) is not a failure: the report was made.
+    match out::print(&report) {
+        Delivery::Written | Delivery::ReaderGone => ExitCode::SUCCESS,
+        Delivery::Failed => ExitCode::FAILURE,
     }
-    ExitCode::SUCCESS
 }
 
 /// A progress bar on stderr over `steps` steps, drawn only when stderr is a terminal.

@@ -4,8 +4,9 @@
 //! and prints each line as it comes out with the time since the start, so the even spacing
 //! shows; pace's own summary follows on stderr, once every line is out.
 
+use crate::out::{self, errln};
 use leakgate::Quota;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
@@ -27,17 +28,19 @@ fn example() -> String {
         .collect()
 }
 
-/// Runs `leakgate pace RATE` on the example, timing each line out.
+/// Runs `leakgate pace RATE` on the example, timing each line out. A closed stdout (`| head -1`)
+/// ends the demo at once: pace's output is closed behind it, pace stops with its summary, and
+/// the demo exits 1 as pace does when its lines cannot be delivered.
 pub(crate) fn run(args: Args) -> ExitCode {
     let rate = args.rate.to_string();
-    eprintln!(
+    errln!(
         "leakgate demo: 20 refund requests arrive at once; `leakgate pace {rate}` lets them out \
          evenly spaced.\nThe same from a shell: <your input> | leakgate pace {rate:?}\n"
     );
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
-            eprintln!("leakgate demo: cannot find this program to run `pace`: {e}");
+            errln!("leakgate demo: cannot find this program to run `pace`: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -52,30 +55,51 @@ pub(crate) fn run(args: Args) -> ExitCode {
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("leakgate demo: cannot start `leakgate pace`: {e}");
+            errln!("leakgate demo: cannot start `leakgate pace`: {e}");
             return ExitCode::FAILURE;
         }
     };
     let start = Instant::now();
     let fed = child.stdin.take().map(|mut stdin| stdin.write_all(example().as_bytes()));
-    let mut out = std::io::stdout().lock();
+    let mut shown = 0u32;
+    let mut stopped = None;
     if let Some(paced) = child.stdout.take() {
+        let mut out = std::io::stdout().lock();
         for line in BufReader::new(paced).lines().map_while(Result::ok) {
-            let _ = writeln!(out, "{:>8.3} s  {line}", start.elapsed().as_secs_f64());
+            let elapsed = start.elapsed().as_secs_f64();
+            // Flushed line by line, so a reader that left is noticed at the next line.
+            match writeln!(out, "{elapsed:>8.3} s  {line}").and_then(|()| out.flush()) {
+                Ok(()) => shown += 1,
+                Err(e) => {
+                    stopped = Some(e);
+                    break;
+                }
+            }
         }
+        // Dropping the reader here closes pace's stdout: a pace still waiting sees its reader
+        // gone and ends at once with its summary.
     }
     let mut summary = String::new();
     if let Some(mut err) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut err, &mut summary);
     }
-    drop(out);
-    eprint!("{summary}");
+    out::stderr(&summary);
     let status = child.wait();
+    if let Some(e) = stopped {
+        let why = if e.kind() == ErrorKind::BrokenPipe {
+            "stdout was closed".to_owned()
+        } else {
+            format!("cannot write to stdout: {e}")
+        };
+        let lines = if shown == 1 { "line" } else { "lines" };
+        errln!("leakgate demo: {why} after {shown} {lines}; stopped");
+        return ExitCode::FAILURE;
+    }
     match (fed, status) {
         (Some(Ok(())), Ok(status)) if status.success() => ExitCode::SUCCESS,
         (_, Ok(status)) => ExitCode::from(status.code().map_or(1, |c| c as u8)),
         (_, Err(e)) => {
-            eprintln!("leakgate demo: {e}");
+            errln!("leakgate demo: {e}");
             ExitCode::FAILURE
         }
     }

@@ -19,13 +19,23 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if !typed.is_empty() && typed.chars().all(|c| matches!(c, '0' | '.' | '_')) && typed != "." {
         return Ok(Duration::ZERO);
     }
-    match format!("1/{typed}").parse::<Quota>() {
-        Ok(period) => Ok(period.period()),
-        Err(QuotaError::ZeroPeriod) => Ok(Duration::ZERO),
-        Err(QuotaError::PeriodTooLong) => Err(bad("longer than about 584 years")),
-        Err(QuotaError::Parse(why)) => Err(bad(&describe(&why))),
-        Err(other) => Err(bad(&other.to_string())),
+    match period(&format!("1/{typed}")) {
+        // "1/D" has a bucket as long as D, which a quota refuses past about 480 years: the same
+        // period with a bucket a thousandth as long (1000/D burst 1) is a quota again.
+        Err(QuotaError::BurstTooLarge) => period(&format!("1000/{typed} burst 1")),
+        other => other,
     }
+    .or_else(|e| match e {
+        QuotaError::ZeroPeriod => Ok(Duration::ZERO),
+        QuotaError::PeriodTooLong => Err(bad("longer than about 584 years")),
+        QuotaError::Parse(why) => Err(bad(&describe(&why))),
+        other => Err(bad(&other.to_string())),
+    })
+}
+
+/// The period of the quota `text`.
+fn period(text: &str) -> Result<Duration, QuotaError> {
+    text.parse::<Quota>().map(|quota| quota.period())
 }
 
 /// The quota parser's message about the period, without the `in "1/..."` it appends.
@@ -53,6 +63,10 @@ mod tests {
         assert_eq!(ok("1 hour"), Duration::from_secs(3600));
         assert_eq!(ok("3days"), Duration::from_secs(3 * 86_400));
         assert_eq!(ok("s"), Duration::from_secs(1));
+        // Up to u64::MAX ns (about 584.5 years), beyond what a "1/D" quota's bucket may hold.
+        assert_eq!(ok("177000d"), Duration::from_secs(177_000 * 86_400));
+        assert_eq!(ok("213503d"), Duration::from_secs(213_503 * 86_400));
+        assert_eq!(ok("18446744073709551615ns"), Duration::from_nanos(u64::MAX));
         for zero in ["0", "0s", "0.0ms", "0 seconds"] {
             assert_eq!(ok(zero), Duration::ZERO, "{zero}");
         }

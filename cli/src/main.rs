@@ -9,6 +9,8 @@
 //! Each subcommand is one variant of [`Command`] with its own `clap::Args` struct and a `run`
 //! function returning the process's exit code; adding one is adding a variant and a match arm.
 #![forbid(unsafe_code)]
+// Every write goes through `out`, which never panics (a closed pipe would make these panic).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -16,6 +18,7 @@ use std::process::ExitCode;
 mod bench;
 mod demo;
 mod duration;
+mod out;
 mod pace;
 mod rules;
 

@@ -7,6 +7,7 @@ mod signals;
 mod status;
 
 use crate::duration::parse_duration;
+use crate::out::errln;
 use clock::MonotonicClock;
 use leakgate::{Clock, Quota};
 use pump::End;
@@ -34,16 +35,34 @@ Input:
 Durations (RATE's period and --max-wait) share one grammar: 30s, 1.5s, 250ms, 2min, 1m, 1h,
 3 days, 100us (also µs, μs); a rate's amount may be fractional too: 100/0.5s, 1/1.5s.
 
+The closing line (on stderr) says how pace ran and what it did:
+  leakgate pace (queue, one line every 100ms, quota 10/s burst 10): passed 20, dropped 0 in 1.901 s
+  - the interval T = period / count, to 4 significant digits, in ps when under 1 ns (the fastest
+    rate, 10^11/s, is one line every 10ps);
+  - the lines passed and dropped, and the time from pace's start to its end;
+  - then \", N lines/s\": lines passed per second of that time, taken no shorter than the quota
+    needs for them at its rate, so a burst reads as the quota's rate and the figure is never
+    above it (below it when the input came slower, or pace or its reader could not keep up).
+    Shown only once at least 100 lines passed in at least 1 s: over fewer lines or a shorter
+    time it measures pace's start-up and the burst, not its pace.
+  - then, if the run did not end as asked, why: \"; 3 lines read but not delivered: stdout was
+    closed\" (or \"stopped by SIGINT\", or the I/O error).
+
 Exit status: 0 when every line read was written or dropped as asked; 1 when lines were not
 delivered (stdout closed, as with `| head -1`, or an I/O error); 2 for bad arguments; 130 or 143
-after SIGINT or SIGTERM (the summary is printed first; a second signal exits at once).";
+after SIGINT or SIGTERM (the summary is printed first; a second signal exits at once). pace
+learns that its reader has gone from what writing tells it (EPIPE, or the kernel saying so of a
+pipe while pace waits); /dev/null takes every line however it was opened, and so does a stdout
+closed before pace started (`>&-`), to which the Rust runtime gives /dev/null.";
 
 /// The arguments of `leakgate pace`.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = LONG_HELP)]
 pub(crate) struct Args {
     /// Lines per period: 1/s, 100/min, 10/1.5s, "5/s burst 2" (burst: the count unless given)
-    #[arg(value_name = "RATE", value_parser = parse_rate)]
+    // Hyphen values too, so that `pace -1/s` is judged as a rate (and refused as one) rather
+    // than taken for an unknown flag.
+    #[arg(value_name = "RATE", value_parser = parse_rate, allow_hyphen_values = true)]
     rate: Quota,
 
     /// How many lines may leave at once while catching up (overrides the rate's burst)
@@ -70,7 +89,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         None => args.rate,
         Some(Ok(quota)) => quota,
         Some(Err(e)) => {
-            eprintln!("error: invalid value for '--burst <B>': {e}");
+            errln!("error: invalid value for '--burst <B>': {e}");
             return ExitCode::from(2);
         }
     };
@@ -80,14 +99,10 @@ pub(crate) fn run(args: Args) -> ExitCode {
     };
     let clock = MonotonicClock::new();
     let mut status = Status::new(quota, mode, clock.now_ns());
-    if stdout_was_closed() {
-        status.finish(clock.now_ns(), Some("stdout is closed: nothing can be delivered".into()));
-        return ExitCode::FAILURE;
-    }
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(e) => {
-            eprintln!("leakgate pace: cannot handle signals: {e}");
+            errln!("leakgate pace: cannot handle signals: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -108,18 +123,4 @@ pub(crate) fn run(args: Args) -> ExitCode {
     };
     status.finish(clock.now_ns(), trouble);
     ExitCode::from(code)
-}
-
-/// Whether fd 1 was closed when the process started (`leakgate pace ... >&-`).
-///
-/// Rust's runtime opens `/dev/null` read-write on any of fds 0 to 2 found closed at start, so
-/// writes would vanish and look delivered. A shell's `>/dev/null` opens it write-only, so a
-/// read-write `/dev/null` on fd 1 is taken as "stdout was closed".
-fn stdout_was_closed() -> bool {
-    use rustix::fs::{fcntl_getfl, fstat, major, minor, FileType, OFlags};
-    let stdout = rustix::stdio::stdout();
-    let Ok(stat) = fstat(stdout) else { return true };
-    let null = FileType::from_raw_mode(stat.st_mode) == FileType::CharacterDevice
-        && (major(stat.st_rdev), minor(stat.st_rdev)) == (1, 3);
-    null && fcntl_getfl(stdout).is_ok_and(|flags| flags & OFlags::RWMODE == OFlags::RDWR)
 }

@@ -1,7 +1,9 @@
 //! `leakgate rules check FILE` and `leakgate rules explain FILE KEY`: validate a rules file and
 //! show which rule a key gets.
 
+use crate::out::{errln, print, Delivery};
 use leakgate::Rules;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -16,7 +18,9 @@ A rules file is TOML: every top-level key is a rule path, its value a quota, a l
     \"api/beta\" = { quota = \"5/s\", shadow = true, capacity = 10000, overflow = \"shared 50/s\" }
 
 A key gets the rule of its longest configured prefix cut at `/`, then the default rule \"\"; a
-key no rule matches is admitted and not tracked.
+key no rule matches is admitted and not tracked. `rules check` warns (on stderr; the exit status
+stays 0) about a path with an empty segment (\"a/\", \"/x\", \"a//b\"): keys are cut at each `/`,
+so a key such as \"a/1\" tries \"a/1\", \"a\" and \"\", and never reaches \"a/\".
 
 Exit status: 0 when the file is valid, 1 when it is not (the error names the line, the rule and
 the bad part), 2 for a usage error.";
@@ -57,23 +61,61 @@ pub(crate) fn run(args: Args) -> ExitCode {
 }
 
 /// Validates the rules file at `path` and prints the rules it resolves to, one per line, default
-/// rule first. Exit code 0 when valid, 1 when not (the error on stderr names the line, the rule
-/// and the bad part).
+/// rule first, and on stderr a warning for each path no key is likely meant to reach. Exit code
+/// 0 when valid (warnings or not), 1 when not (the error on stderr names the line, the rule and
+/// the bad part).
 fn check(path: &Path) -> ExitCode {
     let rules = match Rules::from_file(path) {
         Ok(rules) => rules,
         Err(e) => return invalid(path, &e),
     };
-    println!("{}: {} rule{}", path.display(), rules.len(), if rules.len() == 1 { "" } else { "s" });
+    let mut text = String::new();
+    let plural = if rules.len() == 1 { "" } else { "s" };
+    // Writing to a String cannot fail.
+    let _ = writeln!(text, "{}: {} rule{plural}", path.display(), rules.len());
     let width = rules.iter().map(|(p, _)| p.len() + 2).max().unwrap_or(0);
     for (rule_path, rule) in rules.iter() {
         let quoted = format!("{rule_path:?}");
-        println!("  {quoted:<width$}  {rule}");
+        let _ = writeln!(text, "  {quoted:<width$}  {rule}");
     }
     if rules.get("").is_none() {
-        println!("  (no default rule \"\": keys that match no rule are not limited)");
+        text.push_str("  (no default rule \"\": keys that match no rule are not limited)\n");
     }
-    ExitCode::SUCCESS
+    for (rule_path, _) in rules.iter() {
+        if let Some(why) = suspicious(rule_path) {
+            errln!("leakgate rules: {}: warning: rule {rule_path:?} {why}", path.display());
+        }
+    }
+    finish(print(&text), ExitCode::SUCCESS)
+}
+
+/// Why a rule path reaches no key a user is likely to mean, if it does not: a path with an
+/// empty segment (`"a/"`, `"/x"`, `"a//b"`) is matched only by keys with the same empty
+/// segment, because keys are cut at each `/` from the right and a cut never leaves a trailing
+/// `/` (`"a/x"` tries `"a/x"`, then `"a"`, never `"a/"`).
+fn suspicious(rule_path: &str) -> Option<String> {
+    if rule_path.is_empty() || !rule_path.split('/').any(str::is_empty) {
+        return None;
+    }
+    let trimmed: Vec<&str> = rule_path.split('/').filter(|s| !s.is_empty()).collect();
+    let meant = trimmed.join("/");
+    let what = if rule_path.ends_with('/') {
+        "ends with \"/\""
+    } else if rule_path.starts_with('/') {
+        "starts with \"/\""
+    } else {
+        "has an empty segment (\"//\")"
+    };
+    let example = if meant.is_empty() { "x/1".to_owned() } else { format!("{meant}/1") };
+    let tried: Vec<String> =
+        Rules::new().candidates(&example).iter().map(|(c, _)| format!("{c:?}")).collect();
+    let hint =
+        if meant.is_empty() { "the default rule \"\"".to_owned() } else { format!("{meant:?}") };
+    Some(format!(
+        "{what}: it matches only the key {rule_path:?} and keys that begin with \"{rule_path}/\"; \
+         a key such as {example:?} tries {} and never reaches it (did you mean {hint}?)",
+        tried.join(", ")
+    ))
 }
 
 /// Prints which rule `key` gets under the rules file at `path`, and the paths tried on the way.
@@ -83,21 +125,32 @@ fn explain(path: &Path, key: &str) -> ExitCode {
         Ok(rules) => rules,
         Err(e) => return invalid(path, &e),
     };
-    match rules.rule_for(key) {
-        Some((rule_path, rule)) => println!("{key:?} -> rule {rule_path:?}: {rule}"),
-        None => println!("{key:?} -> no rule: admitted and not tracked"),
-    }
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = match rules.rule_for(key) {
+        Some((rule_path, rule)) => writeln!(text, "{key:?} -> rule {rule_path:?}: {rule}"),
+        None => writeln!(text, "{key:?} -> no rule: admitted and not tracked"),
+    };
     for (candidate, configured) in rules.candidates(key) {
         let verdict = if configured { "rule" } else { "-" };
-        println!("  tried {candidate:?}: {verdict}");
+        let _ = writeln!(text, "  tried {candidate:?}: {verdict}");
         if configured {
             break;
         }
     }
-    ExitCode::SUCCESS
+    finish(print(&text), ExitCode::SUCCESS)
+}
+
+/// The exit code once the output went as `delivery` says: a reader that left early changes
+/// nothing (the output is a report, and the file's validity is the answer); a failed write is 1.
+fn finish(delivery: Delivery, code: ExitCode) -> ExitCode {
+    match delivery {
+        Delivery::Written | Delivery::ReaderGone => code,
+        Delivery::Failed => ExitCode::FAILURE,
+    }
 }
 
 fn invalid(path: &Path, e: &leakgate::RulesFileError) -> ExitCode {
-    eprintln!("leakgate rules: {}: {e}", path.display());
+    errln!("leakgate rules: {}: {e}", path.display());
     ExitCode::from(1)
 }

@@ -32,7 +32,16 @@ fn help_and_version_on_every_command() {
 fn long_help_explains_pace_and_bench() {
     let out = leakgate().args(["pace", "--help"]).output().unwrap();
     let help = text(&out.stdout);
-    for says in ["--max-wait", "from when it arrived", "burst", "Exit status", "1.5s"] {
+    for says in [
+        "--max-wait",
+        "from when it arrived",
+        "burst",
+        "Exit status",
+        "1.5s",
+        "The closing line",
+        "10ps",
+        "at least 100 lines",
+    ] {
         assert!(help.contains(says), "pace --help lacks {says:?}");
     }
     let out = leakgate().args(["bench", "--help"]).output().unwrap();
@@ -58,6 +67,11 @@ fn usage_errors_exit_2_with_a_plain_message() {
         (&["pace", "10/s", "--max-wait=1s", "--drop"], "cannot be used with"),
         (&["pace", "10/s", "--frobnicate"], "--frobnicate"),
         (&["pace", "1/100y"], "\"y\""),
+        // Was clap's "unexpected argument '-1'": a rate is judged as a rate.
+        (&["pace", "-1/s"], "\"-1\" is not a count"),
+        (&["pace", "-5"], "invalid value '-5' for '<RATE>'"),
+        // Past u64::MAX ns: a duration's message, never a quota's bucket.
+        (&["pace", "10/s", "--max-wait", "213504d"], "longer than about 584 years"),
         (&["bench", "--threads", "0"], "--threads"),
         (&["bench", "--threads=2,x"], "--threads"),
         (&["bench", "--checks", "5"], "--tail"),
@@ -69,13 +83,20 @@ fn usage_errors_exit_2_with_a_plain_message() {
         let err = text(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("Some(") && !err.contains("panicked"), "{args:?}: {err}");
+        if args.contains(&"--max-wait") {
+            assert!(!err.contains("bucket"), "a duration refused as a bucket: {args:?}: {err}");
+        }
     }
 }
 
 #[test]
 fn flag_equals_value_and_one_duration_grammar() {
     // --max-wait takes what a rate's period takes: 1m, 1.5s, 2 minutes, µs and μs.
-    for wait in ["1m", "1.5s", "2 minutes", "250ms", "100\u{b5}s", "100\u{3bc}s", "0"] {
+    // 177000d (484.6 years) to 213503d (584.5 years) were refused with a message about a
+    // quota's bucket (reproducer `cli_pace_max_wait_over_484_years.sh`).
+    for wait in
+        ["1m", "1.5s", "2 minutes", "250ms", "100\u{b5}s", "100\u{3bc}s", "0", "177000d", "213503d"]
+    {
         for args in [vec!["pace", "1000/s", "--max-wait", wait], vec!["pace", "1000/s"]] {
             let mut args = args;
             let joined = format!("--max-wait={wait}");

@@ -60,20 +60,48 @@ fn meter_mode_drops_what_does_not_conform_without_waiting() {
     assert!(start.elapsed() < Duration::from_secs(30));
 }
 
-#[test]
-fn rates_in_the_summary_never_exceed_the_limit() {
-    // The case: 5/s --drop passes its burst at once; the figure is not 1519 lines/s.
-    let out = pace(&["5/s", "--drop"], lines(1..=20).as_bytes());
-    let summary = summary(&out);
-    assert!(summary.contains("passed 5, dropped 15"), "{summary}");
-    let rate: f64 = summary
+/// The rate in the closing line, if it gives one.
+fn rate(summary: &str) -> Option<f64> {
+    summary
         .trim_end()
         .split(", ")
         .find_map(|p| p.strip_suffix(" lines/s"))
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(rate <= 5.0, "{summary}");
+        .map(|r| r.parse().unwrap())
+}
+
+#[test]
+fn the_closing_line_gives_no_rate_for_a_handful_of_lines() {
+    // The cases: 5/s --drop passing its burst at once read 1519 lines/s; 2 lines at
+    // 1000/s read 207.01 lines/s, and 20 at 10/us 13571 lines/s (pace's start-up, not its pace).
+    for (args, input) in [
+        (&["5/s", "--drop"][..], lines(1..=20)),
+        (&["1000/s"], lines(1..=2)),
+        (&["10/us"], lines(1..=20)),
+    ] {
+        let out = pace(args, input.as_bytes());
+        assert!(out.status.success());
+        assert_eq!(rate(summary(&out)), None, "{args:?}: {}", summary(&out));
+    }
+}
+
+#[test]
+fn intervals_under_a_nanosecond_read_in_picoseconds() {
+    // Was "one line every 0ns".
+    let out = pace(&["100000000000/s"], lines(1..=3).as_bytes());
+    assert!(summary(&out)
+        .starts_with("leakgate pace (queue, one line every 10ps, quota 100000000000/s"));
+    let out = pace(&["3/10ns"], lines(1..=3).as_bytes());
+    assert!(summary(&out).contains("one line every 3.333ns"), "{}", summary(&out));
+}
+
+#[test]
+fn the_closing_rate_over_a_long_enough_run_never_exceeds_the_limit() {
+    // 150 lines at 100/s burst 50, all at once: 1.49 s, 100 lines/s, its burst not above it.
+    let out = pace(&["100/s burst 50"], lines(1..=150).as_bytes());
+    let summary = summary(&out);
+    assert!(summary.contains("passed 150, dropped 0"), "{summary}");
+    let rate = rate(summary).expect("150 lines over more than a second give a rate");
+    assert!((50.0..=100.0).contains(&rate), "{summary}");
 }
 
 #[test]

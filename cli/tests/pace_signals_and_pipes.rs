@@ -6,7 +6,7 @@ mod common;
 use common::{lines, spawn_pace, summary, text};
 use rustix::process::{kill_process, Pid, Signal};
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Output};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Feeds `input` (leaving stdin open) and waits until the first line came out.
@@ -60,19 +60,57 @@ fn head_in_a_shell_pipeline_does_not_hang() {
     );
 }
 
+/// Regression (reproducer `cli_pace_stdout_devnull_rdwr.sh`): pace refused to run, "stdout is
+/// closed", when stdout was /dev/null opened read-write, as Python's `subprocess.DEVNULL`,
+/// systemd's `StandardOutput=null` and many supervisors open it. It now learns of a gone reader
+/// from writing only, and /dev/null takes every line, at the pace asked for.
 #[test]
-fn a_stdout_closed_from_the_start_is_reported_not_swallowed() {
-    // `leakgate pace 1/h >&-`: fd 1 closed at exec. Rust would give it /dev/null, and the lines
-    // would look delivered.
+fn stdout_on_dev_null_opened_read_write_is_paced_and_delivered() {
+    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
+    let start = Instant::now();
+    let mut child = common::leakgate()
+        .args(["pace", "100/s burst 5"])
+        .stdin(Stdio::piped())
+        .stdout(null)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(lines(1..=21).as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(summary(&out).contains("passed 21, dropped 0"), "{}", summary(&out));
+    // Paced, not refused at once: 21 lines evenly spaced take 20 intervals of 10 ms.
+    assert!(start.elapsed() >= Duration::from_millis(200), "{:?}", start.elapsed());
+    // A stdout closed before pace started (`>&-`) is given /dev/null, read-write, by the Rust
+    // runtime: the same case, the same answer.
     let out = std::process::Command::new("sh")
         .arg("-c")
-        .arg(r#"printf 'a\nb\n' | "$0" pace 1/h >&-"#)
+        .arg(r#"printf 'a\nb\n' | "$0" pace 1000/s >&-"#)
         .arg(env!("CARGO_BIN_EXE_leakgate"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
-    assert!(err.contains("passed 0") && err.contains("stdout is closed"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("passed 2, dropped 0"), "{}", text(&out.stderr));
+}
+
+/// Regression (reproducer `cli_pace_stderr_closed_pipe.sh`): the summary was written with
+/// `eprintln!`, which panics (exit 101) when stderr is a pipe whose reader has gone. Every line
+/// was delivered, so the exit status is 0.
+#[test]
+fn a_stderr_whose_reader_left_does_not_panic_pace() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = common::leakgate()
+        .args(["pace", "1000/s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(writer)
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"a\nb\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"a\nb\n");
 }
 
 #[test]

@@ -56,6 +56,36 @@ fn check_prints_the_resolved_rules() {
 }
 
 #[test]
+fn check_warns_of_paths_no_ordinary_key_reaches() {
+    // Accepted silently before: "a/" and "/x" match nothing a user expects.
+    let file = RulesFile::new(
+        "empty-segments",
+        "\"a/\" = \"1/s\"\n\"/x\" = \"2/s\"\n\"b//c\" = \"3/s\"\n\"/\" = \"4/s\"\nok = \"5/s\"\n",
+    );
+    let out = rules(&["check", &file.arg()]);
+    assert!(out.status.success(), "a warning, not an error: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("5 rules"), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 4, "one warning per suspicious path: {err}");
+    for says in [
+        "warning: rule \"a/\" ends with \"/\"",
+        "a key such as \"a/1\" tries \"a/1\", \"a\", \"\" and never reaches it (did you mean \"a\"?)",
+        "warning: rule \"/x\" starts with \"/\"",
+        "did you mean \"x\"?",
+        "warning: rule \"b//c\" has an empty segment",
+        "did you mean \"b/c\"?",
+        "warning: rule \"/\" ends with \"/\"",
+        "did you mean the default rule \"\"?",
+    ] {
+        assert!(err.contains(says), "lacks {says:?}: {err}");
+    }
+    assert!(!err.contains("\"ok\""), "{err}");
+    // A file without such paths warns of nothing.
+    let file = RulesFile::new("no-warnings", GOOD);
+    assert_eq!(text(&rules(&["check", &file.arg()]).stderr), "");
+}
+
+#[test]
 fn check_refuses_a_bad_file_naming_the_line_rule_and_part() {
     let file = RulesFile::new("bad", "api = \"10/s\"\n\nweb = [\"5/s\", \"2/fortnight\"]\n");
     let out = rules(&["check", &file.arg()]);

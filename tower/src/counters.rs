@@ -1,5 +1,5 @@
-//! How many requests the layer admitted, refused, queued and could not key: striped counters, so
-//! counting never makes cores fight over one cache line.
+//! How many requests the layer admitted, refused, queued, could not key, and let pass exempt:
+//! striped counters, so counting never makes cores fight over one cache line.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -26,6 +26,10 @@ pub struct Counts {
     pub queued: u64,
     /// Requests whose key could not be found (answered 400 or charged to the shared bucket).
     pub key_errors: u64,
+    /// Requests exempt from the limit, passed on uncharged (a route the router does not know,
+    /// under [`UnmatchedRoute::Unlimited`](crate::UnmatchedRoute::Unlimited), or a
+    /// [`KeyError::exempt`](crate::KeyError::exempt) from a closure).
+    pub exempt: u64,
 }
 
 /// Which counter to add to.
@@ -35,13 +39,14 @@ pub(crate) enum Event {
     Refused,
     Queued,
     KeyError,
+    Exempt,
 }
 
-/// One stripe: the four counters of the threads that picked it, alone on their cache lines.
+/// One stripe: the five counters of the threads that picked it, alone on their cache lines.
 #[derive(Default)]
 #[repr(align(128))]
 struct Stripe {
-    counts: [AtomicU64; 4],
+    counts: [AtomicU64; 5],
 }
 
 /// The counters of one layer, shared by its services.
@@ -72,6 +77,7 @@ impl Counters {
             refused: sum(Event::Refused),
             queued: sum(Event::Queued),
             key_errors: sum(Event::KeyError),
+            exempt: sum(Event::Exempt),
         }
     }
 }
@@ -105,7 +111,9 @@ mod tests {
         });
         counters.add(Event::Queued);
         counters.add(Event::KeyError);
-        let want = Counts { admitted: 4000, refused: 4, queued: 1, key_errors: 1 };
+        counters.add(Event::Exempt);
+        counters.add(Event::Exempt);
+        let want = Counts { admitted: 4000, refused: 4, queued: 1, key_errors: 1, exempt: 2 };
         assert_eq!(counters.counts(), want);
     }
 }

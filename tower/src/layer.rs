@@ -1,12 +1,17 @@
 //! [`RateLimitLayer`]: what to limit by, and how to answer.
 
+use crate::config::{Config, IntoShared, RateLimitHeaders, Shared};
 use crate::counters::{Counters, Counts};
 use crate::gate::{Gate, GlobalGate, KeyedGate, QueueGate, RulesGate};
+use crate::handler::Refusal;
+use crate::handler::RefusalHandler;
 use crate::headers::{policy_name, InvalidPolicyName, Policy};
 use crate::key::{KeyExtractor, OnKeyError, PeerIp};
 use crate::live_rules::LiveRules;
 use crate::operator::OperatorView;
 use crate::service::RateLimit;
+use bytes::Bytes;
+use http::Response;
 use leakgate::{Clock, KeyedLimiter, Limiter};
 use sfv::StringRef;
 use std::fmt;
@@ -44,78 +49,6 @@ use tower_layer::Layer;
 #[derive(Clone)]
 pub struct RateLimitLayer {
     shared: Shared,
-}
-
-/// What every service of one layer shares.
-#[derive(Clone)]
-pub(crate) struct Shared {
-    pub(crate) gate: Arc<dyn Gate>,
-    /// Queue mode, when set: the gate to wait on and the longest wait.
-    pub(crate) queue: Option<(Arc<dyn QueueGate>, Duration)>,
-    pub(crate) counters: Arc<Counters>,
-    pub(crate) config: Config,
-}
-
-/// How the layer answers.
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    /// The layer's name (`policy_name`), as the operator view shows it.
-    pub(crate) name: sfv::String,
-    /// The policy of a global or keyed limit, under the layer's name; `None` for rules, where
-    /// each rule announces its own.
-    pub(crate) policy: Option<Policy>,
-    pub(crate) headers: RateLimitHeaders,
-    pub(crate) problem_details: bool,
-    pub(crate) on_key_error: OnKeyError,
-}
-
-/// Which responses carry `RateLimit-Policy` and `RateLimit`. `Retry-After` is always on a 429.
-///
-/// ```
-/// use leakgate::{Limiter, Quota};
-/// use leakgate_tower::{RateLimitHeaders, RateLimitLayer};
-/// let layer = RateLimitLayer::global(Limiter::new(Quota::per_second(100)?))
-///     .headers(RateLimitHeaders::OnRefusal);
-/// # Ok::<(), leakgate::QuotaError>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RateLimitHeaders {
-    /// Every response the layer passes or makes (the default).
-    #[default]
-    Always,
-    /// Only the 429 responses.
-    OnRefusal,
-    /// None.
-    Never,
-}
-
-/// A limiter by value, or already in an `Arc` to share it with other code.
-///
-/// ```
-/// use leakgate::{Limiter, Quota};
-/// use leakgate_tower::RateLimitLayer;
-/// use std::sync::Arc;
-/// let lim = Arc::new(Limiter::new(Quota::per_second(10)?));
-/// let layer = RateLimitLayer::global(lim.clone());
-/// assert!(lim.check().is_ok()); // the layer and this code share the bucket
-/// # Ok::<(), leakgate::QuotaError>(())
-/// ```
-pub trait IntoShared<T> {
-    /// `self` in an `Arc`.
-    fn into_shared(self) -> Arc<T>;
-}
-
-impl<T> IntoShared<T> for T {
-    fn into_shared(self) -> Arc<T> {
-        Arc::new(self)
-    }
-}
-
-impl<T> IntoShared<T> for Arc<T> {
-    fn into_shared(self) -> Arc<T> {
-        self
-    }
 }
 
 /// The policy name used unless [`RateLimitLayer::policy_name`] sets another.
@@ -299,6 +232,7 @@ impl RateLimitLayer {
             headers: RateLimitHeaders::Always,
             problem_details: false,
             on_key_error: OnKeyError::Reject,
+            on_refusal: None,
         };
         RateLimitLayer {
             shared: Shared { gate, queue, counters: Arc::new(Counters::new()), config },
@@ -370,6 +304,41 @@ impl RateLimitLayer {
     /// ```
     pub fn on_key_error(mut self, on_key_error: OnKeyError) -> Self {
         self.shared.config.on_key_error = on_key_error;
+        self
+    }
+
+    /// Shapes the responses to refused requests: `handler` gets each [`Refusal`] (the request,
+    /// the decision's figures, and the 429 the layer would send) and returns the response to
+    /// send instead, with any status, headers and body (as tower_governor's `error_handler`).
+    /// The layer then adds `Retry-After` and, as [`headers`](RateLimitLayer::headers) says, the
+    /// `RateLimit` fields, unless the response has them already. The handler runs on the
+    /// refusal path only and should be quick: it runs inside the service's `call` (for a queue,
+    /// inside the response future).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{header, Response, StatusCode};
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::RateLimitLayer;
+    ///
+    /// let layer = RateLimitLayer::per_ip(KeyedLimiter::new(Quota::per_second(5)?))
+    ///     .on_refusal(|refusal| {
+    ///         let wait = refusal.retry_after().map_or(60, |wait| wait.as_secs() + 1);
+    ///         let mut response = Response::new(Bytes::from(format!(
+    ///             "<p>Slow down: try again in {wait} s.</p>"
+    ///         )));
+    ///         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    ///         let html = header::HeaderValue::from_static("text/html; charset=utf-8");
+    ///         response.headers_mut().insert(header::CONTENT_TYPE, html);
+    ///         response // Retry-After and the RateLimit fields are added to it
+    ///     });
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn on_refusal<F>(mut self, handler: F) -> Self
+    where
+        F: Fn(Refusal<'_>) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        self.shared.config.on_refusal = Some(RefusalHandler::new(handler));
         self
     }
 

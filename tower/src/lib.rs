@@ -15,7 +15,10 @@
 //!   state per clone (and axum clones services).
 //! * **Refused requests never reach the handler.** They get `429 Too Many Requests` with
 //!   `Retry-After` (whole seconds, rounded up) and, optionally, an `application/problem+json`
-//!   body.
+//!   body; or whatever response [`RateLimitLayer::on_refusal`] makes of each [`Refusal`].
+//! * **Unmatched routes pass.** With `{route}` in a [`KeyTemplate`], a request that matches no
+//!   route goes on to the router's 404 unlimited, or is limited under a fallback route
+//!   ([`UnmatchedRoute`]); any extractor may exempt a request ([`KeyError::exempt`]).
 //! * **Standard headers.** Every response carries `RateLimit-Policy` and `RateLimit`, Structured
 //!   Field lists per draft-ietf-httpapi-ratelimit-headers-10: `"default";q=100;w=60` and
 //!   `"default";r=42;t=7`, where `r` is the bucket's `remaining()` and `t` its `reset_after()`
@@ -106,8 +109,10 @@
 //! [`leakgate::KeyedLimiter::until_ready_n_timeout`]: each key has its own queue, so a key's
 //! backlog never delays another key. A released request's `RateLimit` field gives its bucket's
 //! level as it goes on; a refused one gets a 429 whose `Retry-After` says how much later the same
-//! request would fit within `max_wait`. With `max_wait` zero a queue answers as the meter does
-//! (save that a keyed limiter's shared overflow bucket serves meters only).
+//! request would fit within `max_wait`. A queue may hold its bucket full for up to `max_wait`
+//! beyond the policy's window `w`; `t` then says `w`, so `t <= w` holds on every response. With
+//! `max_wait` zero a queue answers as the meter does (save that a keyed limiter's shared
+//! overflow bucket serves meters only).
 //!
 //! ```
 //! use axum::{routing::get, Router};
@@ -126,9 +131,11 @@
 #![deny(missing_docs)]
 
 mod body;
+mod config;
 mod counters;
 mod future;
 mod gate;
+mod handler;
 mod headers;
 mod key;
 mod layer;
@@ -138,15 +145,17 @@ mod refusal;
 mod service;
 
 pub use body::RefusalBody;
+pub use config::{IntoShared, RateLimitHeaders};
 pub use counters::Counts;
 pub use future::ResponseFuture;
+pub use handler::Refusal;
 pub use headers::InvalidPolicyName;
 pub use ipnet::IpNet;
 pub use key::{
     HeaderKey, KeyError, KeyErrorKind, KeyExtractor, KeyTemplate, OnKeyError, PeerIp, ProxyHeader,
-    TemplateError,
+    TemplateError, UnmatchedRoute,
 };
-pub use layer::{IntoShared, RateLimitHeaders, RateLimitLayer};
+pub use layer::RateLimitLayer;
 pub use live_rules::LiveRules;
 pub use operator::OperatorView;
 pub use service::RateLimit;

@@ -5,8 +5,9 @@
 //!
 //! A decision of a [`RuleLimiter`] does not say which rule it was made under, so the layer keeps
 //! its own copy of the rules in force, and for each rule the [`Policy`] it announces, made when
-//! the rules are put in force (serialised once, interned for the life of the program, so a
-//! response only points to it). A request finds its rule in that copy by the longest-prefix walk
+//! the rules are put in force (serialised once and interned, so a response only points to it:
+//! kept for the life of the program while the interner's budget lasts, and past it shared by the
+//! rules in force and freed with them, so reloads with ever new quotas keep memory bounded). A request finds its rule in that copy by the longest-prefix walk
 //! the limiter does ([`Rules::rule_for`]), through one `arc-swap` load and a hash lookup per
 //! distinct configured path length: no lock, no allocation.
 //!
@@ -112,12 +113,12 @@ impl InForce {
             let cut = key.as_bytes().get(length).is_none_or(|&byte| byte == b'/');
             if length <= key.len() && cut {
                 // At a `/` or the end: a character boundary, so `get` finds the prefix.
-                if let Some(&found) = key.get(..length).and_then(|p| self.announced.get(p)) {
-                    return found;
+                if let Some(found) = key.get(..length).and_then(|p| self.announced.get(p)) {
+                    return found.clone();
                 }
             }
         }
-        self.default.unwrap_or(Announce::Nothing)
+        self.default.clone().unwrap_or(Announce::Nothing)
     }
 }
 
@@ -294,7 +295,7 @@ mod tests {
     fn one_quota_is_named_by_the_rule_path() {
         let (policy, limit) = fields("api/search", &["10/s"]);
         assert_eq!(policy, r#""api/search";q=10;w=1"#);
-        assert_eq!(limit, r#""api/search";r=3;t=2"#);
+        assert_eq!(limit, r#""api/search";r=3;t=1"#, "1.5 s, rounded up to 2, is more than w");
     }
 
     #[test]
@@ -355,11 +356,48 @@ mod tests {
     }
 
     #[test]
-    fn the_same_rule_is_interned_once() {
+    fn the_same_rule_announces_the_same_policy() {
         let a = rule_policy("api", &[q("10/s"), q("1/min")]).interned();
         let b = rule_policy("api", &[q("10/s"), q("1/min")]).interned();
-        assert!(std::ptr::eq(a, b));
+        assert_eq!(a.field(), b.field());
         let c = rule_policy("api", &[q("10/s"), q("2/min")]).interned();
-        assert!(!std::ptr::eq(a, c));
+        assert_ne!(a.field(), c.field());
+    }
+
+    /// Live reloads with a new quota each time: past the interner's budget, each reload's
+    /// policies are freed with the rules they announced, and the interner keeps no more than
+    /// its limit.
+    #[test]
+    fn reloads_with_changing_quotas_keep_memory_bounded() {
+        use crate::headers::PolicyRef;
+        // A long-running program that has already filled the budget.
+        crate::headers::fill_interner();
+        let live = LiveRules::with_clock(Rules::new(), leakgate::ManualClock::new());
+        let mut previous: Option<std::sync::Weak<Policy>> = None;
+        for i in 1..=3_000u64 {
+            let mut rules = Rules::new();
+            rules.insert("api", [Quota::per_second(i).unwrap(), Quota::per_minute(i * 7).unwrap()]);
+            live.reload(rules);
+            let in_force = live.in_force.load();
+            let Some(Announce::Rule(PolicyRef::Shared(policy))) = in_force.announced.get("api")
+            else {
+                panic!("reload {i}: a new policy past the budget is shared");
+            };
+            assert_eq!(
+                policy.field_text(),
+                format!(r#""api#0";q={i};w=1, "api#1";q={};w=60"#, i * 7)
+            );
+            if let Some(previous) = previous.replace(Arc::downgrade(policy)) {
+                assert!(
+                    previous.upgrade().is_none(),
+                    "reload {i}: the last rules' policy lives on"
+                );
+            }
+            assert!(crate::headers::interned_bytes() <= crate::headers::INTERN_LIMIT);
+        }
+        // Requests still get right fields from a shared policy.
+        let Announce::Rule(policy) = live.announce("api/alice") else { panic!("no rule") };
+        let limit = policy.service_limit(3, std::time::Duration::from_millis(1500));
+        assert_eq!(limit.to_str().unwrap(), r#""api";r=3;t=2"#);
     }
 }

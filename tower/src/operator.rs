@@ -1,8 +1,8 @@
 //! [`OperatorView`]: a read-only JSON page of a layer's buckets and counters.
 
+use crate::config::Shared;
 use crate::counters::Counts;
 use crate::gate::{GateInfo, RuleView};
-use crate::layer::Shared;
 use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
@@ -37,7 +37,7 @@ const DEFAULT_LIMIT: usize = 100;
 /// ```json
 /// {"policy":"default","quota":"10/s burst 20","limit":{"kind":"keyed","capacity":262144,
 ///  "overflow_denials":0},"mode":"meter","counts":{"admitted":41,"refused":3,"queued":0,
-///  "key_errors":0},"matched":1,"buckets":[{"key":"127.0.0.1","remaining":2,"fill":0.9,
+///  "key_errors":0,"exempt":0},"matched":1,"buckets":[{"key":"127.0.0.1","remaining":2,"fill":0.9,
 ///  "reset_after_ms":1800,"idle_ms":12}]}
 /// ```
 ///
@@ -49,8 +49,8 @@ const DEFAULT_LIMIT: usize = 100;
 /// ```json
 /// {"policy":"default","limit":{"kind":"rules"},"rules":[{"rule":"api","quotas":["10/s",
 ///  "1000/h"],"shadow":false,"admitted":10,"denied":1,"denied_in_shadow":0}],"mode":"meter",
-///  "counts":{"admitted":10,"refused":1,"queued":0,"key_errors":0},"matched":2,"buckets":[{"key":
-///  "api/10.0.0.1","remaining":0,"fill":1.0,"reset_after_ms":1000,"idle_ms":0,"rule":"api",
+///  "counts":{"admitted":10,"refused":1,"queued":0,"key_errors":0,"exempt":0},"matched":2,
+///  "buckets":[{"key":"api/10.0.0.1","remaining":0,"fill":1.0,"reset_after_ms":1000,"idle_ms":0,"rule":"api",
 ///  "quota_index":0,"quota":"10/s"},{"key":"api/10.0.0.1","remaining":990,"fill":0.01,
 ///  "reset_after_ms":36000,"idle_ms":0,"rule":"api","quota_index":1,"quota":"1000/h"}]}
 /// ```

@@ -1,12 +1,15 @@
-//! The responses the layer makes itself: `429 Too Many Requests` and `400 Bad Request`, with
-//! their bodies as bytes (the future turns them into the inner service's body type).
+//! The responses the layer makes itself: `429 Too Many Requests` (shaped by the layer's refusal
+//! handler, if any) and `400 Bad Request`, with their bodies as bytes (the future turns them
+//! into the inner service's body type).
 
+use crate::config::{Config, RateLimitHeaders};
 use crate::gate::Level;
+use crate::handler::Refusal;
 use crate::headers::{self, Policy, RATELIMIT, RATELIMIT_POLICY};
 use crate::key::KeyError;
-use crate::layer::{Config, RateLimitHeaders};
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};
 use std::time::Duration;
 
@@ -28,11 +31,13 @@ struct Problem<'a> {
 }
 
 /// The 429 for a request that did not conform: `Retry-After` when it can ever conform, the
-/// `RateLimit` fields of `policy` unless turned off, and a problem body if asked for. For a rule
-/// with several quotas the body names every one of them: the decision does not say which
-/// refused.
+/// `RateLimit` fields of `policy` unless turned off, and a problem body if asked for; then
+/// shaped by the layer's refusal handler, if it has one, which gets `request` and this response
+/// and whose response gets the same fields where it lacks them. For a rule with several quotas
+/// the body names every one of them: the decision does not say which refused.
 pub(crate) fn too_many_requests(
     config: &Config,
+    request: &Parts,
     policy: Option<&Policy>,
     level: Level,
     retry_after: Option<Duration>,
@@ -55,18 +60,46 @@ pub(crate) fn too_many_requests(
     };
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    if config.problem_details {
+        response.headers_mut().insert(CONTENT_TYPE, PROBLEM_JSON);
+    }
+    add_refusal_fields(&mut response, config, policy, level, retry_after);
+    let Some(handler) = &config.on_refusal else {
+        return response;
+    };
+    let refusal = Refusal {
+        request,
+        remaining: level.remaining,
+        reset_after: level.reset_after,
+        retry_after,
+        policy,
+        response,
+    };
+    let mut shaped = handler.shape(refusal);
+    add_refusal_fields(&mut shaped, config, policy, level, retry_after);
+    shaped
+}
+
+/// Adds `Retry-After` (when the request can ever conform) and the `RateLimit` fields of `policy`
+/// (unless turned off) to a refusal, each only if the response has no such field yet.
+fn add_refusal_fields(
+    response: &mut Response<Bytes>,
+    config: &Config,
+    policy: Option<&Policy>,
+    level: Level,
+    retry_after: Option<Duration>,
+) {
     let fields = response.headers_mut();
-    if let Some(wait) = retry_after {
+    if let Some(wait) = retry_after.filter(|_| !fields.contains_key(RETRY_AFTER)) {
         fields.insert(RETRY_AFTER, headers::retry_after(wait));
     }
-    if let Some(policy) = policy.filter(|_| config.headers != RateLimitHeaders::Never) {
+    let policy = policy.filter(|_| config.headers != RateLimitHeaders::Never);
+    if let Some(policy) = policy.filter(|_| !fields.contains_key(RATELIMIT_POLICY)) {
         fields.append(RATELIMIT_POLICY, policy.field());
+    }
+    if let Some(policy) = policy.filter(|_| !fields.contains_key(RATELIMIT)) {
         fields.append(RATELIMIT, policy.service_limit(level.remaining, level.reset_after));
     }
-    if config.problem_details {
-        fields.insert(CONTENT_TYPE, PROBLEM_JSON);
-    }
-    response
 }
 
 /// The 400 for a request whose key could not be found. Nothing was charged, so there is no

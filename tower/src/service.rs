@@ -1,13 +1,15 @@
 //! [`RateLimit`]: the service the layer wraps around each inner service.
 
 use crate::body::RefusalBody;
+use crate::config::{RateLimitHeaders, Shared};
 use crate::counters::Event;
 use crate::future::{Fields, ResponseFuture};
 use crate::gate::{Announce, Checked, Level, Queued, Wait, Waited};
 use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
-use crate::layer::{RateLimitHeaders, Shared};
+use crate::key::{KeyError, KeyErrorKind};
 use crate::refusal;
 use bytes::Bytes;
+use http::request::Parts;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -100,13 +102,9 @@ where
                     // request and leave a fresh clone here for the next.
                     let clone = self.inner.clone();
                     let ready = std::mem::replace(&mut self.inner, clone);
-                    let request = Request::from_parts(parts, body);
-                    ResponseFuture::queued(queue(wait, ready, request, self.shared.clone()))
+                    ResponseFuture::queued(queue(wait, ready, parts, body, self.shared.clone()))
                 }
-                Err(error) => {
-                    shared.counters.add(Event::KeyError);
-                    ResponseFuture::refused(refusal::bad_request(&shared.config, &error))
-                }
+                Err(error) => no_key(&mut self.inner, shared, error, parts, body),
             };
         }
         match shared.gate.check(&parts, shared.config.on_key_error) {
@@ -133,6 +131,7 @@ where
                         let policy = announce.policy(&shared.config);
                         let response = refusal::too_many_requests(
                             &shared.config,
+                            &parts,
                             policy,
                             level,
                             denied.retry_after(),
@@ -141,12 +140,30 @@ where
                     }
                 }
             }
-            Err(error) => {
-                shared.counters.add(Event::KeyError);
-                ResponseFuture::refused(refusal::bad_request(&shared.config, &error))
-            }
+            Err(error) => no_key(&mut self.inner, shared, error, parts, body),
         }
     }
+}
+
+/// A request with no key: an exempt one goes on to `inner`, uncharged and without fields; any
+/// other is answered 400.
+#[cold]
+fn no_key<S, ReqB>(
+    inner: &mut S,
+    shared: &Shared,
+    error: KeyError,
+    parts: Parts,
+    body: ReqB,
+) -> ResponseFuture<S::Future>
+where
+    S: Service<Request<ReqB>>,
+{
+    if error.kind() == KeyErrorKind::Exempt {
+        shared.counters.add(Event::Exempt);
+        return ResponseFuture::admitted(inner.call(Request::from_parts(parts, body)), None);
+    }
+    shared.counters.add(Event::KeyError);
+    ResponseFuture::refused(refusal::bad_request(&shared.config, &error))
 }
 
 /// The fields an admitted request's response gets, if any; the level is asked for only then
@@ -172,7 +189,8 @@ fn admitted_fields(
 async fn queue<S, ReqB>(
     wait: Wait,
     mut ready: S,
-    request: Request<ReqB>,
+    parts: Parts,
+    body: ReqB,
     shared: Arc<Shared>,
 ) -> Result<(S::Future, Option<Fields>), Response<Bytes>>
 where
@@ -184,13 +202,15 @@ where
                 shared.counters.add(Event::Queued);
             }
             shared.counters.add(Event::Admitted);
-            Ok((ready.call(request), admitted_fields(&shared, Announce::Layer, || level)))
+            let fields = admitted_fields(&shared, Announce::Layer, || level);
+            Ok((ready.call(Request::from_parts(parts, body)), fields))
         }
         Waited::Refused(denied) => {
             shared.counters.add(Event::Refused);
             let level = Level { remaining: denied.remaining(), reset_after: denied.reset_after() };
             let policy = shared.config.policy.as_ref();
-            Err(refusal::too_many_requests(&shared.config, policy, level, denied.retry_after()))
+            let retry_after = denied.retry_after();
+            Err(refusal::too_many_requests(&shared.config, &parts, policy, level, retry_after))
         }
     }
 }

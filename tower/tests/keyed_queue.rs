@@ -117,7 +117,8 @@ async fn each_key_is_released_in_its_order_at_its_reserved_times() {
 
     clock.set(Duration::from_secs(1));
     let (a2, b2) = (released(a2).await, released(b2).await);
-    assert_eq!(status_and_field(&a2), (200, r#""default";r=0;t=2"#), "A's third waits behind it");
+    // A's third waits behind it: 2 s of backlog, past w = 1, so t says w.
+    assert_eq!(status_and_field(&a2), (200, r#""default";r=0;t=1"#), "t <= w");
     assert_eq!(status_and_field(&b2), (200, r#""default";r=0;t=1"#));
     let_time_pass().await;
     assert!(!a3.is_finished(), "due at 2 s");
@@ -185,7 +186,9 @@ async fn a_request_past_max_wait_is_refused_at_once_and_takes_nothing() {
     let refused = get_now(A, &url).await;
     assert_eq!(refused.status, 429);
     assert_eq!(refused.header("retry-after"), "1", "300 ms, rounded up");
-    assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=2"#, "1.5 s of backlog");
+    // 1.5 s of backlog, past the policy's w = 1: t says w.
+    assert_eq!(refused.header("ratelimit"), r#""default";r=0;t=1"#, "t <= w");
+    assert_eq!(refused.header("ratelimit-policy"), r#""default";q=2;w=1"#);
     assert_eq!(refused.header("content-type"), "application/problem+json");
     assert_eq!(keyed.check_n(&ip(A), 0).unwrap().reset_after(), Duration::from_millis(1500));
 

@@ -199,6 +199,56 @@ async fn a_template_keys_by_route_and_client() {
 }
 
 #[tokio::test]
+async fn a_template_passes_unmatched_routes_through_unlimited_in_meter_and_queue() {
+    for queue in [false, true] {
+        let keyed = std::sync::Arc::new(one_per_hour::<String>());
+        let template = KeyTemplate::parse("api{route}/{ip}").unwrap();
+        let layer = if queue {
+            RateLimitLayer::keyed_queue(keyed.clone(), template, Duration::from_secs(1))
+        } else {
+            RateLimitLayer::keyed(keyed.clone(), template)
+        };
+        // OnKeyError::Global would charge a key error to the shared bucket: an exempt
+        // request is not a key error and takes nothing.
+        let layer = layer.on_key_error(OnKeyError::Global);
+        let app = counting_router(&["/orders"], &Calls::default()).layer(layer.clone());
+        let server = Server::start(app).await;
+        let http = client();
+        for _ in 0..3 {
+            let reply = http.get(&server.url("/missing")).await;
+            assert_eq!(reply.status, 404, "queue {queue}");
+            assert!(reply.all("ratelimit").is_empty() && reply.all("ratelimit-policy").is_empty());
+        }
+        assert_eq!(http.get(&server.url("/orders")).await.status, 200);
+        assert_eq!(http.get(&server.url("/orders")).await.status, 429);
+        let counts = layer.counts();
+        assert_eq!((counts.exempt, counts.key_errors, counts.admitted), (3, 0, 1), "queue {queue}");
+        assert_eq!(keyed.snapshot().len(), 1, "only the matched route's bucket");
+    }
+}
+
+#[tokio::test]
+async fn a_closure_can_exempt_requests() {
+    let keyed = std::sync::Arc::new(one_per_hour::<String>());
+    let key = |req: &Parts| -> Result<String, KeyError> {
+        if req.uri.path() == "/healthz" {
+            return Err(KeyError::exempt("health checks"));
+        }
+        Ok("everyone".to_owned())
+    };
+    let layer = RateLimitLayer::keyed(keyed, key);
+    let app = counting_router(&["/", "/healthz"], &Calls::default()).layer(layer.clone());
+    let server = Server::start(app).await;
+    let http = client();
+    assert_eq!(http.get(&server.url("/")).await.status, 200);
+    assert_eq!(http.get(&server.url("/")).await.status, 429);
+    for _ in 0..3 {
+        assert_eq!(http.get(&server.url("/healthz")).await.status, 200);
+    }
+    assert_eq!(layer.counts().exempt, 3);
+}
+
+#[tokio::test]
 async fn a_closure_is_a_key_extractor() {
     let clock = ManualClock::new();
     let keyed = KeyedLimiter::<u32, _>::with_clock("2/s".parse::<Quota>().unwrap(), clock.clone());
@@ -218,4 +268,21 @@ async fn a_closure_is_a_key_extractor() {
     assert_eq!(seen, [200, 200, 429, 200, 400, 400]);
     clock.advance(Duration::from_millis(500));
     assert_eq!(http.get(&server.url("/?tenant=1")).await.status, 200);
+}
+
+/// Regression (reproducer `adv_tower_forwarded_empty_pair.rs`): a valid RFC 7239 element with an
+/// empty pair before `for=` (`forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )`)
+/// from a trusted proxy was refused as malformed, so the request got no key (a 400).
+#[test]
+fn a_forwarded_element_with_an_empty_pair_before_for_is_keyed() {
+    let peer = PeerIp::behind_proxies(ProxyHeader::Forwarded, ["10.0.0.0/8".parse().unwrap()]);
+    for value in
+        ["for=192.0.2.43;;proto=http", "proto=http;;for=192.0.2.43", "proto=http;for=192.0.2.43"]
+    {
+        let (mut parts, ()) =
+            http::Request::builder().header("forwarded", value).body(()).unwrap().into_parts();
+        parts.extensions.insert("10.1.2.3:4000".parse::<std::net::SocketAddr>().unwrap());
+        let got = leakgate_tower::KeyExtractor::extract(&peer, &parts);
+        assert_eq!(got, Ok("192.0.2.43".parse::<IpAddr>().unwrap()), "Forwarded: {value}");
+    }
 }

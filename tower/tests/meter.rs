@@ -224,3 +224,61 @@ async fn fields_parse_as_structured_field_lists() {
     let limit = parse_list(reply.header("ratelimit"));
     assert_eq!(limit, [(r#"burst "b" \ 20"#.to_owned(), vec![("r".into(), 19), ("t".into(), 1)])]);
 }
+
+/// A handler shapes the 429: its status, body and headers go out as it made them, the layer
+/// adding `Retry-After` and the `RateLimit` fields only where the handler did not set them.
+#[tokio::test]
+async fn a_refusal_handler_shapes_the_429() {
+    let clock = ManualClock::new();
+    let calls = Calls::default();
+    let lim = Limiter::with_clock(quota("1/s"), clock.clone());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let layer = RateLimitLayer::global(lim).problem_details(true).on_refusal({
+        let seen = seen.clone();
+        move |refusal| {
+            seen.lock().unwrap().push((
+                refusal.request().uri.path().to_owned(),
+                refusal.remaining(),
+                refusal.retry_after(),
+                refusal.policies().map(str::to_owned).collect::<Vec<_>>(),
+            ));
+            if refusal.request().uri.path() == "/own" {
+                // Its own response, with its own Retry-After: kept.
+                let mut own = http::Response::new(bytes::Bytes::from_static(b"busy, come back"));
+                *own.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                own.headers_mut().insert("retry-after", http::HeaderValue::from_static("30"));
+                return own;
+            }
+            // The layer's response, with a header added.
+            let default = refusal.into_response();
+            assert_eq!(default.status(), 429);
+            assert_eq!(default.headers()["content-type"], "application/problem+json");
+            let mut response = default;
+            response.headers_mut().insert("x-limited", http::HeaderValue::from_static("yes"));
+            response
+        }
+    });
+    let app = counting_router(&["/", "/own"], &calls).layer(layer);
+    let server = Server::start(app).await;
+    let http = client();
+    assert_eq!(http.get(&server.url("/")).await.status, 200);
+
+    let reply = http.get(&server.url("/")).await;
+    assert_eq!(reply.status, 429);
+    assert_eq!(reply.header("x-limited"), "yes");
+    assert_eq!(reply.header("retry-after"), "1");
+    assert_eq!(reply.header("ratelimit"), r#""default";r=0;t=1"#);
+    assert!(reply.text().contains("quota-exceeded"), "{}", reply.text());
+
+    let reply = http.get(&server.url("/own")).await;
+    assert_eq!((reply.status.as_u16(), reply.text()), (503, "busy, come back"));
+    assert_eq!(reply.header("retry-after"), "30", "the handler's own");
+    assert_eq!(reply.header("ratelimit-policy"), r#""default";q=1;w=1"#, "added");
+    assert_eq!(reply.header("ratelimit"), r#""default";r=0;t=1"#, "added");
+    assert_eq!(calls.count(), 1, "refused requests never reach the handler");
+
+    let seen = seen.lock().unwrap();
+    let wait = Some(Duration::from_secs(1));
+    let default = vec!["default".to_owned()];
+    assert_eq!(*seen, [("/".into(), 0, wait, default.clone()), ("/own".into(), 0, wait, default)]);
+}

@@ -41,7 +41,10 @@ async fn the_view_lists_buckets_fullest_first_with_counts() {
     assert_eq!(page["mode"], "meter");
     assert_eq!(page["limit"]["kind"], "keyed");
     assert_eq!(page["limit"]["overflow_denials"], 0);
-    assert_eq!(page["counts"], json!({"admitted": 7, "refused": 0, "queued": 0, "key_errors": 0}));
+    assert_eq!(
+        page["counts"],
+        json!({"admitted": 7, "refused": 0, "queued": 0, "key_errors": 0, "exempt": 0})
+    );
     assert_eq!(page["matched"], 2);
     let buckets = page["buckets"].as_array().unwrap();
     assert_eq!(buckets[0]["key"], "127.0.0.1");

@@ -6,7 +6,7 @@
 mod support;
 
 use leakgate::{ManualClock, RuleLimiter, Rules};
-use leakgate_tower::{KeyTemplate, LiveRules, OnKeyError, RateLimitLayer};
+use leakgate_tower::{KeyTemplate, LiveRules, OnKeyError, RateLimitLayer, UnmatchedRoute};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{client, client_from, counting_router, Calls, HttpClient, Reply, Server};
@@ -200,6 +200,54 @@ async fn a_request_without_a_key_gets_400_or_the_default_rule() {
     run(&client(), &server.url("/items"), &clock, &script[2..]).await;
     let keys: Vec<String> = live.limiter().buckets("", 0.0).into_iter().map(|b| b.key).collect();
     assert_eq!(keys, [""]);
+}
+
+/// A path no route matches reached the layer (added with `Router::layer`) without axum's
+/// `MatchedPath`, so `{route}` found nothing and the client got 400 instead of the router's 404.
+/// Now such a request passes to the fallback unlimited, or is limited under a fallback route.
+#[tokio::test]
+async fn an_unmatched_route_gets_the_routers_404_unlimited_or_a_fallback_rule() {
+    let clock = ManualClock::new();
+    let live = Arc::new(LiveRules::with_clock(Rules::from_toml(RULES).unwrap(), clock.clone()));
+    let calls = Calls::default();
+    let layer = RateLimitLayer::rules(live.clone(), template());
+    let server = Server::start(counting_router(&ROUTES, &calls).layer(layer.clone())).await;
+    let http = client();
+    // Far more than the default rule's 3/s: never limited, never charged, no fields.
+    for _ in 0..5 {
+        let reply = http.get(&server.url("/no/such/path")).await;
+        assert_eq!(reply.status, 404);
+        assert!(reply.all("ratelimit-policy").is_empty() && reply.all("ratelimit").is_empty());
+    }
+    let counts = layer.counts();
+    assert_eq!((counts.exempt, counts.admitted, counts.key_errors), (5, 0, 0));
+    assert!(live.limiter().buckets("", 0.0).is_empty(), "nothing tracked");
+    // Matched routes are limited as before.
+    assert_eq!(http.get(&server.url("/search")).await.status, 200);
+    assert_eq!(calls.count(), 1);
+
+    // A fallback route: unknown paths are the key http/unmatched/{ip}, under the default rule.
+    let fallback = template().unmatched_route(UnmatchedRoute::Route("/unmatched".into()));
+    let layer = RateLimitLayer::rules(live.clone(), fallback);
+    let server = Server::start(counting_router(&ROUTES, &calls).layer(layer)).await;
+    let policy = Some(r#""default";q=3;w=1"#);
+    let script: [Step; 4] = [
+        (0, 404, policy, Some(r#""default";r=2;t=1"#), None),
+        (0, 404, policy, Some(r#""default";r=1;t=1"#), None),
+        (0, 404, policy, Some(r#""default";r=0;t=1"#), None),
+        (0, 429, policy, Some(r#""default";r=0;t=1"#), Some("1")),
+    ];
+    run(&http, &server.url("/a"), &clock, &script[..2]).await;
+    run(&http, &server.url("/b/c"), &clock, &script[2..]).await;
+    let keys: Vec<String> =
+        live.limiter().buckets("http/un", 0.0).into_iter().map(|b| b.key).collect();
+    assert_eq!(keys, ["http/unmatched/127.0.0.1"]);
+
+    // The old answer, on request: a key that cannot be found (400 by default).
+    let strict = template().unmatched_route(UnmatchedRoute::KeyError);
+    let layer = RateLimitLayer::rules(live, strict);
+    let server = Server::start(counting_router(&ROUTES, &calls).layer(layer)).await;
+    assert_eq!(http.get(&server.url("/nope")).await.status, 400);
 }
 
 #[tokio::test]

@@ -124,7 +124,10 @@ async fn the_operator_view_lists_rules_counts_and_buckets() {
              "admitted": 10, "denied": 1, "denied_in_shadow": 0},
         ])
     );
-    assert_eq!(page["counts"], json!({"admitted": 13, "refused": 1, "queued": 0, "key_errors": 0}));
+    assert_eq!(
+        page["counts"],
+        json!({"admitted": 13, "refused": 1, "queued": 0, "key_errors": 0, "exempt": 0})
+    );
     assert_eq!(page["matched"], 2);
     assert_eq!(
         page["buckets"],

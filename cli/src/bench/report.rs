@@ -4,9 +4,17 @@ use super::tail::TailRow;
 use super::throughput::{self, Results, Row, GOVERNOR};
 use leakgate_baselines::KEYED_CONTENDERS;
 use serde_json::{json, Value};
+use std::fmt::Write as _;
 
-/// The throughput results, as tables or JSON.
-pub(super) fn throughput(plan: &throughput::Plan, cores: usize, results: &Results, as_json: bool) {
+/// The throughput results, as tables or JSON, as text to print. (Writing to a `String` cannot
+/// fail: the `fmt::Result`s below are ignored.)
+pub(super) fn throughput(
+    plan: &throughput::Plan,
+    cores: usize,
+    results: &Results,
+    as_json: bool,
+) -> String {
+    let mut out = String::new();
     if as_json {
         let rows = |rows: &[Row], names: &[&str]| -> Vec<Value> {
             rows.iter()
@@ -32,10 +40,11 @@ pub(super) fn throughput(plan: &throughput::Plan, cores: usize, results: &Result
             "single": rows(&results.single, &throughput::CONTENDERS),
             "keyed": rows(&results.keyed, &KEYED_CONTENDERS),
         });
-        println!("{doc:#}");
-        return;
+        let _ = writeln!(out, "{doc:#}");
+        return out;
     }
-    println!(
+    let _ = writeln!(
+        out,
         "leakgate bench: the cost of one rate-limit decision on this machine ({cores} cores).\n\
          Threads share one limiter. 'allowed': every decision admits (and writes the state);\n\
          'denied': one per hour, its unit spent, so every decision refuses (leakgate and governor\n\
@@ -43,23 +52,27 @@ pub(super) fn throughput(plan: &throughput::Plan, cores: usize, results: &Result
          better); the median of {} rounds of {:?} slices, contenders interleaved.\n",
         plan.rounds, plan.slice
     );
-    table("scenario", &throughput::CONTENDERS, &results.single);
-    println!(
+    table(&mut out, "scenario", &throughput::CONTENDERS, &results.single);
+    let _ = writeln!(
+        out,
         "\nkeyed: tracked u64 keys, every check allowed; each thread walks the shared keys in its \
          own scattered order.\n'coarse': both libraries on a clock refreshed every millisecond."
     );
-    table("keys", &KEYED_CONTENDERS, &results.keyed);
-    println!("\n'vs governor' is throughput relative to governor: above 1 is faster.");
+    table(&mut out, "keys", &KEYED_CONTENDERS, &results.keyed);
+    let _ = writeln!(out, "\n'vs governor' is throughput relative to governor: above 1 is faster.");
+    out
 }
 
-fn table(label: &str, contenders: &[&str], rows: &[Row]) {
-    println!(
+fn table(out: &mut String, label: &str, contenders: &[&str], rows: &[Row]) {
+    let _ = writeln!(
+        out,
         "{label:<12} {:>7}  {:<18} {:>12} {:>9} {:>12}",
         "threads", "implementation", "ns/decision", "Mops/s", "vs governor"
     );
     for row in rows {
         for (who, ns) in contenders.iter().zip(&row.ns) {
-            println!(
+            let _ = writeln!(
+                out,
                 "{:<12} {:>7}  {who:<18} {ns:>12.2} {:>9.1} {:>11.2}x",
                 row.scenario,
                 row.threads,
@@ -70,8 +83,14 @@ fn table(label: &str, contenders: &[&str], rows: &[Row]) {
     }
 }
 
-/// The per-check latency results, as a table or JSON.
-pub(super) fn tail(plan: &super::tail::Plan, cores: usize, rows: &[TailRow], as_json: bool) {
+/// The per-check latency results, as a table or JSON, as text to print.
+pub(super) fn tail(
+    plan: &super::tail::Plan,
+    cores: usize,
+    rows: &[TailRow],
+    as_json: bool,
+) -> String {
+    let mut out = String::new();
     if as_json {
         let rows: Vec<Value> = rows
             .iter()
@@ -95,23 +114,26 @@ pub(super) fn tail(plan: &super::tail::Plan, cores: usize, rows: &[TailRow], as_
             "checks_per_thread_per_round": plan.checks,
             "results": rows,
         });
-        println!("{doc:#}");
-        return;
+        let _ = writeln!(out, "{doc:#}");
+        return out;
     }
-    println!(
+    let _ = writeln!(
+        out,
         "leakgate bench --tail: the latency of each check on one always-allowing limiter shared by\n\
          all threads ({cores} cores). Every check timed; {} rounds of {} checks per thread,\n\
          contenders interleaved; quantiles over all rounds (within 1.6 %), the slowest exact.\n\
          'timer only' is the cost of the timing itself.\n",
         plan.rounds, plan.checks
     );
-    println!(
+    let _ = writeln!(
+        out,
         "{:>7}  {:<16} {:>10} {:>10} {:>10} {:>12}   slowest per round",
         "threads", "implementation", "p50", "p99", "p99.99", "slowest"
     );
     for row in rows {
         let per_round: Vec<String> = row.slowest_per_round.iter().map(|&ns| human(ns)).collect();
-        println!(
+        let _ = writeln!(
+            out,
             "{:>7}  {:<16} {:>10} {:>10} {:>10} {:>12}   {}",
             row.threads,
             row.contender,
@@ -122,6 +144,7 @@ pub(super) fn tail(plan: &super::tail::Plan, cores: usize, rows: &[TailRow], as_
             per_round.join(", ")
         );
     }
+    out
 }
 
 /// Nanoseconds in the largest unit that keeps three significant digits readable.

@@ -2,7 +2,11 @@
 //! says, and stops at once on a signal or a closed stdout, however long the next wait.
 //!
 //! One thread polls three descriptors: the signal socket, stdout (for room to write, and for the
-//! error a pipe reports when its reader is gone) and stdin (while the queue has room). Waits for
+//! error a pipe reports when its reader is gone) and stdin (while the queue has room). A gone
+//! reader is learned only from what writing says or would say: a write's `EPIPE`, or, while
+//! nothing is due, the kernel's `POLLERR`/`POLLHUP` on stdout (a pipe with no reader, a hung-up
+//! terminal, a socket shut both ways: each fails the next write). Nothing is concluded from
+//! what stdout is (`/dev/null` opened read-write takes every line). Waits for
 //! a line's time sleep in `poll` until 150 µs before it, then spin with zero-timeout polls, so
 //! lines leave within a few microseconds of their time and input is still read meanwhile.
 

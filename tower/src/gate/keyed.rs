@@ -2,7 +2,7 @@
 //! queue per key.
 
 use super::queue::{peeked, wait_turn, QueueGate, Queued};
-use super::{fill, Announce, BucketRef, Checked, Gate, GateInfo};
+use super::{fill, key_or_keyless, Announce, BucketRef, Checked, Gate, GateInfo};
 use crate::key::{KeyError, KeyExtractor, OnKeyError};
 use http::request::Parts;
 use leakgate::{Clock, KeyedLimiter, Limiter, Quota};
@@ -27,16 +27,10 @@ impl<E: KeyExtractor, C: Clock + Clone> KeyedGate<E, C> {
 
 impl<E: KeyExtractor, C: Clock> KeyedGate<E, C> {
     /// The key of `request`; `Ok(None)` when it has none and `on_key_error` sends it to the
-    /// keyless bucket.
+    /// keyless bucket (see [`key_or_keyless`]).
     #[inline]
     fn key(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Option<E::Key>, KeyError> {
-        match self.extractor.extract(request) {
-            Ok(key) => Ok(Some(key)),
-            Err(error) => match on_key_error {
-                OnKeyError::Global => Ok(None),
-                OnKeyError::Reject => Err(error),
-            },
-        }
+        key_or_keyless(self.extractor.extract(request), on_key_error)
     }
 }
 

@@ -22,9 +22,9 @@ pub(crate) use keyed::KeyedGate;
 pub(crate) use queue::{QueueGate, Queued, Wait, Waited};
 pub(crate) use rules::RulesGate;
 
-use crate::headers::Policy;
-use crate::key::{KeyError, OnKeyError};
-use crate::layer::Config;
+use crate::config::Config;
+use crate::headers::{Policy, PolicyRef};
+use crate::key::{KeyError, KeyErrorKind, OnKeyError};
 use http::request::Parts;
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
@@ -40,12 +40,12 @@ pub(crate) struct Checked {
 }
 
 /// Which policy a response announces in `RateLimit-Policy` and names in `RateLimit`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Announce {
     /// The layer's own (a global or keyed limit: one quota for every request).
     Layer,
     /// The quotas of the rule the request's key is under.
-    Rule(&'static Policy),
+    Rule(PolicyRef),
     /// None: the key is under no rule, or under a rule in shadow mode (which limits nothing).
     Nothing,
 }
@@ -53,7 +53,7 @@ pub(crate) enum Announce {
 impl Announce {
     /// The policy to announce, if any.
     #[inline]
-    pub(crate) fn policy(self, config: &Config) -> Option<&Policy> {
+    pub(crate) fn policy<'a>(&'a self, config: &'a Config) -> Option<&'a Policy> {
         match self {
             Announce::Layer => config.policy.as_ref(),
             Announce::Rule(policy) => Some(policy),
@@ -114,7 +114,7 @@ pub(crate) struct GateInfo {
 /// A source of meter decisions for requests.
 pub(crate) trait Gate: Send + Sync + 'static {
     /// Decides for `request`, charging it if it conforms; `Err` when it has no key and
-    /// `on_key_error` says to refuse it.
+    /// `on_key_error` says to refuse it, or when it is exempt ([`KeyErrorKind::Exempt`]).
     fn check(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Checked, KeyError>;
 
     /// The one quota every request is under, for `RateLimit-Policy`; `None` for rules, whose
@@ -131,6 +131,24 @@ pub(crate) trait Gate: Send + Sync + 'static {
     /// The rules in force with their counts, for a rules limit.
     fn rules(&self) -> Option<Vec<RuleView>> {
         None
+    }
+}
+
+/// The key an extractor `found`, or `None` for the shared bucket of requests without one when
+/// `on_key_error` says so. An exempt request stays an error whatever `on_key_error` says: the
+/// service passes it on uncharged.
+#[inline]
+pub(crate) fn key_or_keyless<K>(
+    found: Result<K, KeyError>,
+    on_key_error: OnKeyError,
+) -> Result<Option<K>, KeyError> {
+    match found {
+        Ok(key) => Ok(Some(key)),
+        Err(error) if error.kind() == KeyErrorKind::Exempt => Err(error),
+        Err(error) => match on_key_error {
+            OnKeyError::Global => Ok(None),
+            OnKeyError::Reject => Err(error),
+        },
     }
 }
 

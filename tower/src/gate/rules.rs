@@ -2,7 +2,7 @@
 //! path found by a [`KeyExtractor`]; each response announcing the rule its key is under. A meter
 //! only: leakgate's rules have no queue mode.
 
-use super::{BucketRef, Checked, Gate, GateInfo, RuleRef, RuleView};
+use super::{key_or_keyless, BucketRef, Checked, Gate, GateInfo, RuleRef, RuleView};
 use crate::key::{KeyError, KeyExtractor, OnKeyError};
 use crate::live_rules::LiveRules;
 use http::request::Parts;
@@ -34,13 +34,7 @@ where
 {
     #[inline]
     fn check(&self, request: &Parts, on_key_error: OnKeyError) -> Result<Checked, KeyError> {
-        let key = match self.extractor.extract(request) {
-            Ok(key) => Some(key),
-            Err(error) => match on_key_error {
-                OnKeyError::Global => None,
-                OnKeyError::Reject => return Err(error),
-            },
-        };
+        let key = key_or_keyless(self.extractor.extract(request), on_key_error)?;
         let path = key.as_ref().map_or(KEYLESS, |key| key.as_ref());
         // The rule is found before the check: see `LiveRules` for a check racing a reload.
         let announce = self.rules.announce(path);

@@ -77,10 +77,15 @@ pub(crate) fn client(
     }
 }
 
-/// The value of the `for` parameter of one `Forwarded` element, unquoted.
+/// The value of the `for` parameter of one `Forwarded` element, unquoted. Empty pairs are
+/// skipped (`forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )`, RFC 7239);
+/// a pair without `=` makes the element unreadable.
 fn for_parameter(element: &[u8]) -> Option<Vec<u8>> {
     for pair in split_outside_quotes(element, b';') {
         let pair = trim(pair);
+        if pair.is_empty() {
+            continue;
+        }
         let eq = pair.iter().position(|&b| b == b'=')?;
         if trim(&pair[..eq]).eq_ignore_ascii_case(b"for") {
             return Some(unquote(trim(&pair[eq + 1..])));
@@ -226,6 +231,18 @@ mod tests {
             Hop::Unknown,
         ];
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn empty_pairs_are_skipped_wherever_they_are() {
+        let got = hops(
+            "forwarded",
+            &[b"proto=http;;for=192.0.2.43, ;for=192.0.2.44;, for=192.0.2.45;;;", b";;"],
+            forwarded,
+        );
+        assert_eq!(got, [addr("192.0.2.43"), addr("192.0.2.44"), addr("192.0.2.45"), Hop::Unknown]);
+        // A pair without "=" is not a pair: the element cannot be read.
+        assert_eq!(hops("forwarded", &[b"proto;for=192.0.2.1"], forwarded), [Hop::Unknown]);
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod template;
 
 pub use header::HeaderKey;
 pub use peer::{PeerIp, ProxyHeader};
-pub use template::{KeyTemplate, TemplateError};
+pub use template::{KeyTemplate, TemplateError, UnmatchedRoute};
 
 use http::request::Parts;
 use std::borrow::Cow;
@@ -77,11 +77,13 @@ pub struct KeyError {
     detail: Cow<'static, str>,
 }
 
-/// The two ways a key can fail: absent, or present but unusable.
+/// Why a request has no key: its source is absent, or present but unusable, or the request is
+/// exempt from the limit.
 ///
 /// ```
 /// use leakgate_tower::{KeyError, KeyErrorKind};
 /// assert_eq!(KeyError::malformed("x").kind(), KeyErrorKind::Malformed);
+/// assert_eq!(KeyError::exempt("health checks").kind(), KeyErrorKind::Exempt);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -90,6 +92,11 @@ pub enum KeyErrorKind {
     Missing,
     /// It is there but cannot be used (not UTF-8, not an address, repeated, too long).
     Malformed,
+    /// The request is not under this limit (a route the router does not know, under
+    /// [`UnmatchedRoute::Unlimited`]; or whatever a closure extractor exempts): it passes to the
+    /// inner service uncharged and without `RateLimit` fields, whatever [`OnKeyError`] says, and
+    /// is counted in [`Counts::exempt`](crate::Counts::exempt).
+    Exempt,
 }
 
 impl KeyError {
@@ -111,6 +118,29 @@ impl KeyError {
     /// ```
     pub fn malformed(why: impl Into<Cow<'static, str>>) -> Self {
         KeyError { kind: KeyErrorKind::Malformed, detail: why.into() }
+    }
+
+    /// The request is exempt from the limit; `why` says why ("no route matched"). The layer
+    /// passes it on uncharged, whatever [`OnKeyError`] says.
+    ///
+    /// ```
+    /// use http::request::Parts;
+    /// use leakgate::{KeyedLimiter, Quota};
+    /// use leakgate_tower::{KeyError, RateLimitLayer};
+    ///
+    /// // One bucket per API key; health checks are never limited.
+    /// let key = |req: &Parts| {
+    ///     if req.uri.path() == "/healthz" {
+    ///         return Err(KeyError::exempt("health checks"));
+    ///     }
+    ///     let key = req.headers.get("x-api-key").ok_or(KeyError::missing("header x-api-key"))?;
+    ///     Ok(key.to_str().map_err(|_| KeyError::malformed("x-api-key is not ASCII"))?.to_owned())
+    /// };
+    /// let layer = RateLimitLayer::keyed(KeyedLimiter::new(Quota::per_second(10)?), key);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn exempt(why: impl Into<Cow<'static, str>>) -> Self {
+        KeyError { kind: KeyErrorKind::Exempt, detail: why.into() }
     }
 
     /// Which way it failed.
@@ -138,13 +168,15 @@ impl fmt::Display for KeyError {
         match self.kind {
             KeyErrorKind::Missing => write!(f, "no rate-limit key: missing {}", self.detail),
             KeyErrorKind::Malformed => write!(f, "bad rate-limit key: {}", self.detail),
+            KeyErrorKind::Exempt => write!(f, "not rate-limited: {}", self.detail),
         }
     }
 }
 
 impl std::error::Error for KeyError {}
 
-/// What the layer does with a request whose key cannot be found.
+/// What the layer does with a request whose key cannot be found (an exempt request,
+/// [`KeyErrorKind::Exempt`], always passes uncharged).
 ///
 /// ```
 /// use leakgate::{KeyedLimiter, Quota};

@@ -38,6 +38,40 @@ pub struct KeyTemplate {
     source: Arc<str>,
     pieces: Arc<[Piece]>,
     peer: PeerIp,
+    unmatched: UnmatchedRoute,
+}
+
+/// What `{route}` does for a request that matched no route: under axum, one that reaches the
+/// router's fallback (a 404), which has no `MatchedPath`. Set with
+/// [`KeyTemplate::unmatched_route`].
+///
+/// A layer added with `Router::layer` sees those requests without a route; one added with
+/// `Router::route_layer` never sees them. A layer wrapped around the whole router from outside
+/// (say with `tower::ServiceBuilder`) runs before routing and never sees a route: put it inside,
+/// with `Router::layer`, or every request is unmatched.
+///
+/// ```
+/// use leakgate_tower::{KeyTemplate, UnmatchedRoute};
+/// // Requests to unknown paths share one bucket per client, under the key "api/unmatched/{ip}".
+/// let template = KeyTemplate::parse("api{route}/{ip}")?
+///     .unmatched_route(UnmatchedRoute::Route("/unmatched".into()));
+/// # Ok::<(), leakgate_tower::TemplateError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnmatchedRoute {
+    /// Not limited (the default): the request goes on to the router's fallback uncharged and
+    /// without `RateLimit` fields (its key is [exempt](crate::KeyError::exempt)), and is counted
+    /// in [`Counts::exempt`](crate::Counts::exempt).
+    #[default]
+    Unlimited,
+    /// `{route}` reads as this text: the request is limited under the key the template makes
+    /// with it, so unknown paths share a bucket (per client, with `{ip}` in the template).
+    Route(String),
+    /// A key that cannot be found ([`KeyErrorKind::Missing`](crate::KeyErrorKind::Missing)):
+    /// 400, or the shared bucket of keyless requests, as the layer's
+    /// [`OnKeyError`](crate::OnKeyError) says.
+    KeyError,
 }
 
 #[derive(Debug)]
@@ -110,7 +144,27 @@ impl KeyTemplate {
         if pieces.is_empty() {
             return Err(fail("it is empty: every request would share one key".to_owned()));
         }
-        Ok(KeyTemplate { source: template.into(), pieces: pieces.into(), peer: PeerIp::new() })
+        Ok(KeyTemplate {
+            source: template.into(),
+            pieces: pieces.into(),
+            peer: PeerIp::new(),
+            unmatched: UnmatchedRoute::Unlimited,
+        })
+    }
+
+    /// What `{route}` does when the request matched no route ([`UnmatchedRoute::Unlimited`]
+    /// unless set). Templates without `{route}` are not affected.
+    ///
+    /// ```
+    /// use leakgate_tower::{KeyTemplate, UnmatchedRoute};
+    /// // Unknown paths are limited as one more route, per client.
+    /// let template = KeyTemplate::parse("http{route}/{ip}")?
+    ///     .unmatched_route(UnmatchedRoute::Route("/404".into()));
+    /// # Ok::<(), leakgate_tower::TemplateError>(())
+    /// ```
+    pub fn unmatched_route(mut self, unmatched: UnmatchedRoute) -> Self {
+        self.unmatched = unmatched;
+        self
     }
 
     /// How `{ip}` finds the client (by default the connection's peer, as [`PeerIp::new`]).
@@ -140,9 +194,15 @@ impl KeyTemplate {
                 #[cfg(feature = "axum")]
                 Piece::Route => match request.extensions.get::<axum::extract::MatchedPath>() {
                     Some(route) => key.push_str(route.as_str()),
-                    None => {
-                        return Err(KeyError::missing("the matched route (axum's MatchedPath)"))
-                    }
+                    None => match &self.unmatched {
+                        UnmatchedRoute::Unlimited => {
+                            return Err(KeyError::exempt("no route matched the request"))
+                        }
+                        UnmatchedRoute::Route(text) => key.push_str(text),
+                        UnmatchedRoute::KeyError => {
+                            return Err(KeyError::missing("the matched route (axum's MatchedPath)"))
+                        }
+                    },
                 },
                 Piece::Path => key.push_str(request.uri.path()),
                 Piece::Header(header) => key.push_str(header.value(request)?),
@@ -218,8 +278,18 @@ mod tests {
     #[test]
     fn a_missing_part_is_a_missing_key() {
         assert_eq!(render("{header:x-user}").unwrap_err().kind(), KeyErrorKind::Missing);
-        #[cfg(feature = "axum")]
-        assert_eq!(render("{route}").unwrap_err().kind(), KeyErrorKind::Missing);
+    }
+
+    #[cfg(feature = "axum")]
+    #[test]
+    fn an_unmatched_route_is_exempt_a_fallback_route_or_a_missing_key() {
+        assert_eq!(render("a{route}/{ip}").unwrap_err().kind(), KeyErrorKind::Exempt);
+        let with = |unmatched| {
+            let template = KeyTemplate::parse("a{route}/{ip}").unwrap().unmatched_route(unmatched);
+            template.extract(&request())
+        };
+        assert_eq!(with(UnmatchedRoute::Route("/none".into())).unwrap(), "a/none/192.0.2.1");
+        assert_eq!(with(UnmatchedRoute::KeyError).unwrap_err().kind(), KeyErrorKind::Missing);
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! `tau` rounded up). The policy is chosen so that:
 //!
 //! * `w = max(1, ceil(tau))` seconds: the time the bucket takes to refill completely, which is the
-//!   longest `t` ever reported, so `t <= w` on every response;
+//!   longest `t` ever reported, so `t <= w` on every response. In queue mode a bucket also holds
+//!   the places of the requests waiting in it, so it can stay full for up to `max_wait` longer
+//!   than `tau`; `t` then says `w` (the most the policy lets it say), and a 429's `Retry-After`
+//!   gives the real wait. (A clock that went backwards can do the same, and is capped alike.)
 //! * `q = floor(w / T)`: the units the quota's rate adds over `w`, rounded down, so a client that
 //!   spends `q` units per `w` seconds never goes faster than the quota's sustained rate, and
 //!   `r <= burst <= q` on every response.
@@ -24,14 +27,23 @@
 //! `7/min burst 1` (`tau` = 8.57 s) is `q=1;w=9`, slightly below the true rate because `q` is
 //! rounded down. Integers above the Structured Field maximum (999,999,999,999,999) are capped at
 //! it.
+//!
+//! `policy.rs` makes the field values of a [`Policy`]; `intern.rs` keeps one copy of each, for
+//! the life of the program, within a budget.
+
+mod intern;
+mod policy;
+
+#[cfg(test)]
+pub(crate) use intern::{
+    fill as fill_interner, kept_bytes as interned_bytes, LIMIT as INTERN_LIMIT,
+};
+pub(crate) use policy::{policy_name, Policy, PolicyRef};
 
 use http::HeaderValue;
 use leakgate::Quota;
-use sfv::{Integer, KeyRef, ListSerializer, StringRef};
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use sfv::Integer;
 use std::fmt;
-use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// The `RateLimit-Policy` field name.
@@ -39,11 +51,6 @@ pub(crate) const RATELIMIT_POLICY: http::HeaderName =
     http::HeaderName::from_static("ratelimit-policy");
 /// The `RateLimit` field name.
 pub(crate) const RATELIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
-
-const Q: &KeyRef = KeyRef::constant("q");
-const W: &KeyRef = KeyRef::constant("w");
-const R: &KeyRef = KeyRef::constant("r");
-const T: &KeyRef = KeyRef::constant("t");
 
 /// Nanoseconds in a second, as the `u128` the window arithmetic is done in.
 const NS_PER_S: u128 = 1_000_000_000;
@@ -76,141 +83,6 @@ impl fmt::Display for InvalidPolicyName {
 
 impl std::error::Error for InvalidPolicyName {}
 
-/// What a response announces: the `RateLimit-Policy` items of one or more quotas, and the name
-/// of the one `RateLimit` item that reports a decision on them.
-#[derive(Clone, Debug)]
-pub(crate) struct Policy {
-    /// The `RateLimit` item's name: the policy's name when there is one quota.
-    name: sfv::String,
-    /// The names of the `RateLimit-Policy` items, in order.
-    items: Box<[sfv::String]>,
-    /// The `RateLimit-Policy` field value, e.g. `"default";q=100;w=60`.
-    field: HeaderValue,
-}
-
-/// A name as a Structured Field String, or why not.
-pub(crate) fn policy_name(name: &str) -> Result<sfv::String, InvalidPolicyName> {
-    StringRef::from_str(name)
-        .map(StringRef::to_owned)
-        .map_err(|_| InvalidPolicyName { name: name.to_owned() })
-}
-
-impl Policy {
-    /// The policy `name` for `quota`.
-    pub(crate) fn new(name: sfv::String, quota: Quota) -> Self {
-        Policy::with_items(name.clone(), vec![(name, quota)])
-    }
-
-    /// Several quotas, each its own `RateLimit-Policy` item, reported together by one
-    /// `RateLimit` item named `name`.
-    ///
-    /// The items must determine `name` (one item: its name; a rule's items: `name#0`,
-    /// `name#1`, ...): the per-thread cache of `RateLimit` values and [`Policy::interned`] tell
-    /// policies apart by their `RateLimit-Policy` value alone.
-    pub(crate) fn with_items(name: sfv::String, items: Vec<(sfv::String, Quota)>) -> Self {
-        let mut list = ListSerializer::new();
-        for (item, quota) in &items {
-            let (q, w) = window(*quota);
-            list.bare_item(item).parameter(Q, sf_integer(q)).parameter(W, sf_integer(w));
-        }
-        // An empty list does not finish: no items, an empty value (never sent: a rule without
-        // quotas announces nothing).
-        let field = static_value(list.finish().unwrap_or_default());
-        let items = items.into_iter().map(|(item, _)| item).collect();
-        Policy { name, items, field }
-    }
-
-    /// The `RateLimit` item's name.
-    #[cfg(test)]
-    pub(crate) fn name(&self) -> &str {
-        self.name.as_str()
-    }
-
-    /// The names of the `RateLimit-Policy` items.
-    pub(crate) fn item_names(&self) -> impl Iterator<Item = &str> {
-        self.items.iter().map(|item| item.as_str())
-    }
-
-    /// This policy for the rest of the program, one copy per distinct `RateLimit-Policy` value
-    /// (which also fixes the `RateLimit` name, see [`Policy::with_items`]), so a response can
-    /// point to it for free.
-    pub(crate) fn interned(self) -> &'static Policy {
-        static POLICIES: OnceLock<Mutex<HashMap<usize, &'static Policy>>> = OnceLock::new();
-        let mut policies =
-            POLICIES.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
-        // Interned values: one address per distinct text.
-        let address = self.field.as_bytes().as_ptr() as usize;
-        policies.entry(address).or_insert_with(|| Box::leak(Box::new(self)))
-    }
-
-    /// The `RateLimit-Policy` field value.
-    pub(crate) fn field(&self) -> HeaderValue {
-        self.field.clone()
-    }
-
-    /// The `RateLimit` field value for a decision: `"name";r=remaining;t=reset_after`.
-    pub(crate) fn service_limit(&self, remaining: u64, reset_after: Duration) -> HeaderValue {
-        let t = whole_seconds_up(reset_after);
-        // The interned policy value is never freed, so its address names this policy for as
-        // long as the program runs.
-        let policy = self.field.as_bytes().as_ptr() as usize;
-        RECENT.with(|recent| match recent.try_borrow_mut() {
-            Ok(mut recent) => recent.get(policy, remaining, t, || self.write(remaining, t)),
-            Err(_) => self.write(remaining, t),
-        })
-    }
-
-    /// Serialises a `RateLimit` value with sfv.
-    fn write(&self, remaining: u64, t: u64) -> HeaderValue {
-        let mut text = String::with_capacity(self.name.as_str().len() + 40);
-        let mut list = ListSerializer::with_buffer(&mut text);
-        list.bare_item(&self.name).parameter(R, sf_integer(remaining)).parameter(T, sf_integer(t));
-        // A list with its one member always finishes.
-        let _ = list.finish();
-        // sfv writes printable ASCII only, always a valid field value.
-        HeaderValue::from_maybe_shared(bytes::Bytes::from(text.into_bytes()))
-            .unwrap_or_else(|_| HeaderValue::from_static(""))
-    }
-}
-
-/// Slots in each thread's cache of recent `RateLimit` values.
-const RECENT_SLOTS: usize = 64;
-
-/// The `RateLimit` values this thread made last, by policy and figures: a busy bucket reports
-/// the same few `(r, t)` pairs again and again, and cloning a made value costs a reference count
-/// where serialising costs a formatting pass and an allocation.
-struct Recent {
-    slots: [Option<(usize, u64, u64, HeaderValue)>; RECENT_SLOTS],
-}
-
-impl Recent {
-    /// The value for `(policy, r, t)`, made by `make` unless this thread made it recently.
-    #[inline]
-    fn get(
-        &mut self,
-        policy: usize,
-        r: u64,
-        t: u64,
-        make: impl FnOnce() -> HeaderValue,
-    ) -> HeaderValue {
-        let mix = (r ^ t.rotate_left(32) ^ policy as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.slots[(mix >> 58) as usize % RECENT_SLOTS];
-        match slot {
-            Some((p, sr, st, value)) if (*p, *sr, *st) == (policy, r, t) => value.clone(),
-            _ => {
-                let value = make();
-                *slot = Some((policy, r, t, value.clone()));
-                value
-            }
-        }
-    }
-}
-
-thread_local! {
-    static RECENT: RefCell<Recent> =
-        const { RefCell::new(Recent { slots: [const { None }; RECENT_SLOTS] }) };
-}
-
 /// `(q, w)` for a quota, as explained in the module docs.
 pub(crate) fn window(quota: Quota) -> (u64, u64) {
     let count = u128::from(quota.count());
@@ -235,34 +107,17 @@ pub(crate) fn whole_seconds_up(d: Duration) -> u64 {
     d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
+/// The largest Structured Field Integer.
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
 /// A non-negative count as a Structured Field Integer, capped at its maximum (10^15 - 1).
 fn sf_integer(v: u64) -> Integer {
-    Integer::try_from(v).unwrap_or(Integer::MAX)
+    Integer::try_from(v.min(SF_INTEGER_MAX)).unwrap_or(Integer::MAX)
 }
 
 /// The `Retry-After` value for a wait: delay-seconds, rounded up.
 pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
     HeaderValue::from(whole_seconds_up(wait))
-}
-
-/// A field value that lives as long as the program, so cloning it per response costs nothing
-/// (a shared `Bytes` would bump a reference count that every core writes). Values are interned:
-/// the memory kept is one copy per distinct policy, however many layers are built.
-fn static_value(text: String) -> HeaderValue {
-    static VALUES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut values =
-        VALUES.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
-    let text: &'static str = match values.get(text.as_str()) {
-        Some(interned) => interned,
-        None => {
-            let leaked: &'static str = Box::leak(text.into_boxed_str());
-            values.insert(leaked);
-            leaked
-        }
-    };
-    // sfv writes printable ASCII only, which is always a valid field value.
-    HeaderValue::from_maybe_shared(bytes::Bytes::from_static(text.as_bytes()))
-        .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 #[cfg(test)]
@@ -328,7 +183,7 @@ mod tests {
         let field = named("p", big.unwrap()).unwrap().field();
         assert_eq!(field.to_str().unwrap(), r#""p";q=999999999999999;w=20000"#);
         let limit = policy.service_limit(u64::MAX, Duration::MAX);
-        assert_eq!(limit.to_str().unwrap(), r#""p";r=999999999999999;t=999999999999999"#);
+        assert_eq!(limit.to_str().unwrap(), r#""p";r=999999999999999;t=1"#, "t <= w");
     }
 
     #[test]
@@ -345,8 +200,8 @@ mod tests {
 
     #[test]
     fn the_per_thread_cache_never_mixes_up_values() {
-        let a = named("a", q("10/s")).unwrap();
-        let b = named("b", q("10/s")).unwrap();
+        let a = named("a", q("10/min")).unwrap();
+        let b = named("b", q("10/min")).unwrap();
         for round in 0..3 {
             for r in 0..300 {
                 for (name, policy) in [("a", &a), ("b", &b)] {
@@ -356,6 +211,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn t_never_exceeds_the_largest_w_of_the_policy() {
+        // A queue's backlog (or a clock gone backwards) may hold a bucket beyond its window.
+        let policy = named("d", q("1/s")).unwrap();
+        assert_eq!(policy.service_limit(0, Duration::from_secs(11)), r#""d";r=0;t=1"#);
+        assert_eq!(policy.service_limit(0, Duration::from_millis(300)), r#""d";r=0;t=1"#);
+        assert_eq!(policy.service_limit(0, Duration::ZERO), r#""d";r=0;t=0"#);
+        // Several items: the largest window bounds the one RateLimit item.
+        let name = policy_name("r").unwrap();
+        let items = vec![
+            (policy_name("r#0").unwrap(), q("10/s")),
+            (policy_name("r#1").unwrap(), q("100/min")),
+        ];
+        let rule = Policy::with_items(name, items);
+        assert_eq!(rule.service_limit(0, Duration::from_secs(59)), r#""r";r=0;t=59"#);
+        assert_eq!(rule.service_limit(0, Duration::from_secs(3600)), r#""r";r=0;t=60"#);
     }
 
     #[test]
