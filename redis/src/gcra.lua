@@ -1,4 +1,5 @@
--- leakgate GCRA, script version 1: one decision over several buckets, all or nothing.
+-- leakgate GCRA, script version 2: one decision over several buckets, all or nothing, taken only
+-- if the call has not passed its deadline.
 --
 -- A time is a pair (ms, lo): whole milliseconds and units of 1/D ns within the millisecond
 -- (0 <= lo < L = 10^6 * D, L <= 2^52). The script only adds, subtracts and compares pairs, so
@@ -18,6 +19,9 @@
 --            "1" rules: "ms:lo@D:T.ms:T.lo,..." (each bucket names the rate it is kept in; a
 --                bucket kept in another rate than its quota's now, or beyond its quota's tau,
 --                is carried over: see carry() below)
+-- ARGV[10]   the call's deadline on Redis's clock (TIME, whole µs since the epoch): a script that
+--            starts after it decides nothing, charges nothing and replies {2, TIME in µs}. The
+--            caller has given up by then, and would not see the decision.
 -- then, for each quota j, 6 numbers: D, L, T.ms, T.lo, tau.ms, tau.lo
 -- then, for each key i: its group (0: enforcing; g > 0: shadow group g), its number of buckets
 -- c, and for each bucket: its quota j, cost.ms, cost.lo
@@ -25,33 +29,35 @@
 -- Enforcing buckets decide together: the request is granted iff every one conforms. A shadow
 -- group's buckets are charged with the request iff they all conform, and never refuse it.
 --
--- Reply: {granted, now.ms, now.ns, delay.ms, delay.ns, leased, then for each bucket (keys in
--- order, each key's buckets in order): backlog.ms, backlog.lo} where backlog = max(TAT - now, 0)
--- before the decision (after any carry-over) and delay is when the enforcing buckets let the
--- request go, rounded up to the nanosecond (0 for a meter).
+-- Reply: {granted, now.ms, now.ns, delay.ms, delay.ns, leased, TIME in µs, then for each bucket
+-- (keys in order, each key's buckets in order): backlog.ms, backlog.lo} where backlog =
+-- max(TAT - now, 0) before the decision (after any carry-over) and delay is when the enforcing
+-- buckets let the request go, rounded up to the nanosecond (0 for a meter). TIME is read in
+-- every call, for the deadline, and returned so that the caller can follow Redis's clock.
 
 -- Needs Redis 5 or later (or any Valkey): scripts replicate their effects, so TIME is allowed.
 
 -- The common call, one enforcing key and one quota, no lease: the steps of the general path
 -- below, inlined before anything else is set up (a script pays for every function and table it
--- makes, on every call). Its quota is ARGV[10..15]; its cost ARGV[19..20]. A rule bucket that
+-- makes, on every call). Its quota is ARGV[11..16]; its cost ARGV[20..21]. A rule bucket that
 -- must be carried over (kept in another rate, beyond tau, or with other buckets) leaves this
 -- block by `break` and goes the general way.
-if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[16] == '0' and ARGV[17] == '1' then
+if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[17] == '0' and ARGV[18] == '1' then
 repeat
   local tonumber = tonumber
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if us > tonumber(ARGV[10]) then return { 2, us } end
   local rule = ARGV[9] == '1'
   local now_ms, now_ns
   if ARGV[1] == '' then
-    local t = redis.call('TIME')
-    local us = tonumber(t[2])
-    now_ms = tonumber(t[1]) * 1000 + (us - us % 1000) / 1000
-    now_ns = (us % 1000) * 1000
+    local r = us % 1000
+    now_ms, now_ns = (us - r) / 1000, r * 1000
   else
     now_ms, now_ns = tonumber(ARGV[1]), tonumber(ARGV[2])
   end
-  local D, L, um, ul = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[14]), tonumber(ARGV[15])
-  local cm, cl = tonumber(ARGV[19]), tonumber(ARGV[20])
+  local D, L, um, ul = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[15]), tonumber(ARGV[16])
+  local cm, cl = tonumber(ARGV[20]), tonumber(ARGV[21])
   local nl = now_ns * D
   local sm, sl = now_ms, nl
   local raw = redis.call('GET', KEYS[1])
@@ -59,7 +65,7 @@ repeat
     local a, b, d, x, y
     if rule then
       a, b, d, x, y = string.match(raw, '^(%d+):(%d+)@(%d+):(%d+):(%d+)$')
-      if a == nil or d ~= ARGV[10] or x ~= ARGV[12] or y ~= ARGV[13] then break end
+      if a == nil or d ~= ARGV[11] or x ~= ARGV[13] or y ~= ARGV[14] then break end
     else
       a, b = string.match(raw, '^(%d+):(%d+)$')
     end
@@ -76,7 +82,7 @@ repeat
   if bl < 0 then bm, bl = bm - 1, bl + L end
   -- A rule bucket beyond tau (its burst was lowered) is capped, and written: the general way.
   if rule and (bm > um or (bm == um and bl > ul)) then break end
-  local reply = { 1, now_ms, now_ns, 0, 0, 0, bm, bl }
+  local reply = { 1, now_ms, now_ns, 0, 0, 0, us, bm, bl }
   if ARGV[8] ~= '1' then return reply end
   local em, el = bm + cm, bl + cl
   if el >= L then em, el = em + 1, el - L end
@@ -105,7 +111,7 @@ repeat
   if tl < 0 then tm, tl = tm - 1, tl + L end
   if tl > 0 then tm = tm + 1 end
   local value = string.format('%.0f:%.0f', sm, sl)
-  if rule then value = value .. '@' .. ARGV[10] .. ':' .. ARGV[12] .. ':' .. ARGV[13] end
+  if rule then value = value .. '@' .. ARGV[11] .. ':' .. ARGV[13] .. ':' .. ARGV[14] end
   redis.call('SET', KEYS[1], value, 'PX', tm + tonumber(ARGV[7]) + 1)
   return reply
 until true
@@ -162,12 +168,14 @@ local function ceil_div(lo, D)
   return q
 end
 
+local t = redis.call('TIME')
+local redis_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if redis_us > arg(10) then return { 2, redis_us } end
 local now_ms, now_ns
 if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  local us = tonumber(t[2])
-  now_ms = tonumber(t[1]) * 1000 + floor(us / 1000)
-  now_ns = (us % 1000) * 1000
+  now_ns = redis_us % 1000
+  now_ms = (redis_us - now_ns) / 1000
+  now_ns = now_ns * 1000
 else
   now_ms, now_ns = arg(1), arg(2)
 end
@@ -184,7 +192,7 @@ local k = #KEYS
 -- as a bucket stores it: "D:T.ms:T.lo".
 local Q, R = {}, {}
 for j = 1, m do
-  local b, o = 9 + (j - 1) * 6, 7 * (j - 1)
+  local b, o = 10 + (j - 1) * 6, 7 * (j - 1)
   for f = 1, 6 do Q[o + f] = arg(b + f) end
   Q[o + 7] = now_ns * Q[o + 1]
   if rules then R[j] = ARGV[b + 1] .. ':' .. ARGV[b + 3] .. ':' .. ARGV[b + 4] end
@@ -193,7 +201,7 @@ end
 -- Each key's group at G[i], first bucket at F[i] and number of buckets at C[i]; bucket x's quota
 -- at J[x] and cost at W[2x - 1], W[2x].
 local G, F, C, J, W = {}, {}, {}, {}, {}
-local p, x = 10 + m * 6, 0
+local p, x = 11 + m * 6, 0
 for i = 1, k do
   G[i], C[i], F[i] = arg(p), arg(p + 1), x + 1
   p = p + 2
@@ -253,8 +261,8 @@ local function bad(i)
   return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[i])
 end
 
--- The reply, which also holds each bucket's backlog max(TAT - now, 0) at 6 + 2x - 1 and 6 + 2x.
-local reply = { 1, now_ms, now_ns, 0, 0, 0 }
+-- The reply, which also holds each bucket's backlog max(TAT - now, 0) at 7 + 2x - 1 and 7 + 2x.
+local reply = { 1, now_ms, now_ns, 0, 0, 0, redis_us }
 -- Each bucket's start = max(TAT, now) at S[2x - 1], S[2x]; after a grant, its new TAT.
 local S = {}
 -- The enforcing buckets' wait; each shadow group's at V[2g - 1], V[2g].
@@ -324,7 +332,7 @@ for i = 1, k do
     end
     S[2 * x - 1], S[2 * x] = tm, tl
     local bm, bl = sub(tm, tl, now_ms, nl, L)
-    reply[5 + 2 * x], reply[6 + 2 * x] = bm, bl
+    reply[6 + 2 * x], reply[7 + 2 * x] = bm, bl
     -- The wait before this bucket conforms: max(backlog + cost - tau, 0), in whole ns.
     local sm, sl = add(bm, bl, W[2 * x - 1], W[2 * x], L)
     if not le(sm, sl, Q[o + 5], Q[o + 6]) then

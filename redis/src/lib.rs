@@ -161,6 +161,7 @@ mod fallback;
 mod lease;
 mod leasing;
 mod limiter;
+mod link;
 mod reservation;
 mod rules;
 mod runtime;

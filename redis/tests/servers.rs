@@ -7,7 +7,7 @@ mod support;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -19,8 +19,10 @@ use support::RedisServer;
 #[test]
 fn child_entry_point() {
     let Ok(role) = std::env::var("LEAKGATE_SERVER_ROLE") else { return };
+    // Reports the server, and waits until the parent has seen it running.
     let report = |server: &RedisServer| {
         println!("SERVER {} {}", server.pid(), server.dir().display());
+        let _ = std::io::stdin().read_line(&mut String::new());
     };
     match role.as_str() {
         "panic" => {
@@ -46,6 +48,7 @@ fn child(role: &str) -> (Child, Pid, PathBuf) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["child_entry_point", "--exact", "--nocapture", "--test-threads=1"])
         .env("LEAKGATE_SERVER_ROLE", role)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -59,6 +62,8 @@ fn child(role: &str) -> (Child, Pid, PathBuf) {
             let pid = Pid::from_raw(fields.next().unwrap().parse().unwrap());
             let dir = PathBuf::from(fields.next().unwrap());
             assert!(!has_exited(pid) && dir.is_dir(), "the child's server runs");
+            // Let the child go on to its end.
+            let _ = child.stdin.take().unwrap().write_all(b"seen\n");
             // Read the rest, so that the child's harness can print its summary.
             std::thread::spawn(move || out.for_each(drop));
             return (child, pid, dir);
