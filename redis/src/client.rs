@@ -80,7 +80,7 @@ impl Client {
 
     /// When asking Redis again may help, after a failed call.
     pub(crate) fn retry_hint(&self) -> Duration {
-        if self.breaker.is_open() {
+        if self.breaker.is_open() || !self.link.is_ready() {
             self.breaker_open_for
         } else {
             self.deadline

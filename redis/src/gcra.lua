@@ -25,11 +25,14 @@
 -- then, for each quota j, 6 numbers: D, L, T.ms, T.lo, tau.ms, tau.lo
 -- then, for each key i: its group (0: enforcing; g > 0: shadow group g), its number of buckets
 -- c, and for each bucket: its quota j, cost.ms, cost.lo
+-- then, with a lease (ARGV[6] > 0), for each quota j: when the caller last saw its bucket of the
+-- key empty again (its TAT), T.ms, T.lo (0, 0: unknown); see `lost` below
 --
 -- Enforcing buckets decide together: the request is granted iff every one conforms. A shadow
 -- group's buckets are charged with the request iff they all conform, and never refuse it.
 --
--- Reply: {granted, now.ms, now.ns, delay.ms, delay.ns, leased, TIME in µs, then for each bucket
+-- Reply: {granted (+ 2 if the key was found lost: see `lost` below), now.ms, now.ns, delay.ms,
+-- delay.ns, leased, TIME in µs, then for each bucket
 -- (keys in order, each key's buckets in order): backlog.ms, backlog.lo} where backlog =
 -- max(TAT - now, 0) before the decision (after any carry-over) and delay is when the enforcing
 -- buckets let the request go, rounded up to the nanosecond (0 for a meter). TIME is read in
@@ -274,7 +277,6 @@ for i = 1, k do
   local raw = redis.call('GET', KEYS[i])
   if raw == '' then return bad(i) end
   local pos = 1
-  local g = G[i]
   for b = 1, C[i] do
     local x = F[i] + b - 1
     local j = J[x]
@@ -331,20 +333,6 @@ for i = 1, k do
       end
     end
     S[2 * x - 1], S[2 * x] = tm, tl
-    local bm, bl = sub(tm, tl, now_ms, nl, L)
-    reply[6 + 2 * x], reply[7 + 2 * x] = bm, bl
-    -- The wait before this bucket conforms: max(backlog + cost - tau, 0), in whole ns.
-    local sm, sl = add(bm, bl, W[2 * x - 1], W[2 * x], L)
-    if not le(sm, sl, Q[o + 5], Q[o + 6]) then
-      local wm, wl = sub(sm, sl, Q[o + 5], Q[o + 6], L)
-      local wn = ceil_div(wl, Q[o + 1])
-      if wn >= 1000000 then wm, wn = wm + 1, wn - 1000000 end
-      if g == 0 then
-        if not le(wm, wn, delay_ms, delay_ns) then delay_ms, delay_ns = wm, wn end
-      elseif V[2 * g - 1] == nil or not le(wm, wn, V[2 * g - 1], V[2 * g]) then
-        V[2 * g - 1], V[2 * g] = wm, wn
-      end
-    end
   end
   if raw and pos ~= #raw + 1 then
     -- More buckets stored than the key has: with rules, a quota removed from its rule. Each
@@ -356,6 +344,51 @@ for i = 1, k do
       pos = e + 1
     end
     dirty[i] = true
+  end
+end
+
+-- A lease request says when, as far as its caller knows, each bucket of its key will be empty
+-- (ARGV after the keys: T.ms, T.lo per quota; 0, 0 if it does not know). A bucket never empties
+-- sooner than that: its TAT only grows, and a key expires only once all its buckets are empty.
+-- So a bucket found emptier than that was lost (FLUSHALL, a restart, an eviction), while units
+-- its caller and others leased from it may still be in use. Every bucket of the key then starts
+-- full, no sooner empty than the lost one could have been (its TAT was at most now + tau):
+-- units still leased from the lost bucket and units admitted from now on share one schedule.
+local lost = false
+if lease_want > 0 and k == 1 and not rules then
+  for x = 1, C[1] do
+    local km, kl = arg(p + 2 * x - 2), arg(p + 2 * x - 1)
+    if not le(km, kl, S[2 * x - 1], S[2 * x]) then lost = true end
+  end
+  if lost then
+    for x = 1, C[1] do
+      local o = 7 * (J[x] - 1)
+      local fm, fl = add(now_ms, Q[o + 7], Q[o + 5], Q[o + 6], Q[o + 2])
+      if lt(S[2 * x - 1], S[2 * x], fm, fl) then S[2 * x - 1], S[2 * x] = fm, fl end
+    end
+    dirty[1] = true
+  end
+end
+
+-- Each bucket's backlog, for the reply, and the wait before it conforms: max(backlog + cost -
+-- tau, 0), in whole ns.
+for i = 1, k do
+  local g = G[i]
+  for x = F[i], F[i] + C[i] - 1 do
+    local o = 7 * (J[x] - 1)
+    local bm, bl = sub(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7], Q[o + 2])
+    reply[6 + 2 * x], reply[7 + 2 * x] = bm, bl
+    local sm, sl = add(bm, bl, W[2 * x - 1], W[2 * x], Q[o + 2])
+    if not le(sm, sl, Q[o + 5], Q[o + 6]) then
+      local wm, wl = sub(sm, sl, Q[o + 5], Q[o + 6], Q[o + 2])
+      local wn = ceil_div(wl, Q[o + 1])
+      if wn >= 1000000 then wm, wn = wm + 1, wn - 1000000 end
+      if g == 0 then
+        if not le(wm, wn, delay_ms, delay_ns) then delay_ms, delay_ns = wm, wn end
+      elseif V[2 * g - 1] == nil or not le(wm, wn, V[2 * g - 1], V[2 * g]) then
+        V[2 * g - 1], V[2 * g] = wm, wn
+      end
+    end
   end
 end
 
@@ -451,4 +484,5 @@ for i = 1, k do
     redis.call('SET', KEYS[i], value, 'PX', string.format('%.0f', ttl + slack + 1))
   end
 end
+if lost then reply[1] = reply[1] + 2 end
 return reply

@@ -119,6 +119,12 @@ impl Link {
         self.ready.load(Ordering::Relaxed).then(|| self.conn.clone())
     }
 
+    /// Whether Redis has answered since the limiter was built.
+    pub(crate) fn is_ready(&self) -> bool {
+        // Relaxed: module docs.
+        self.ready.load(Ordering::Relaxed)
+    }
+
     /// This process's clock for deadlines, in ns.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
@@ -135,8 +141,12 @@ impl Link {
     /// An answer arrived at `local_ns` carrying Redis's `TIME` reading `redis_us`.
     #[inline]
     pub(crate) fn observe(&self, redis_us: u64, local_ns: u64) {
-        // Relaxed: module docs.
-        self.offset_ns.fetch_max(offset(redis_us, local_ns), Ordering::Relaxed);
+        let seen = offset(redis_us, local_ns);
+        // Relaxed: module docs. Most answers tighten nothing: read before writing, so that
+        // concurrent calls do not pass the word's cache line around for nothing.
+        if seen > self.offset_ns.load(Ordering::Relaxed) {
+            self.offset_ns.fetch_max(seen, Ordering::Relaxed);
+        }
     }
 }
 

@@ -46,6 +46,9 @@ pub(crate) struct Call<'a> {
     pub(crate) max_wait_ns: u64,
     /// Extra units to lease after an admission (0: none; one plain key only).
     pub(crate) lease_want: u64,
+    /// With a lease: each quota's bucket's TAT (in its units) as the caller last saw it, or
+    /// empty; the script finds a lost bucket by it.
+    pub(crate) known_tat: &'a [u128],
     /// `false` for a peek: charge nothing, report the state (a rule key carried over to new
     /// quotas is still written in them).
     pub(crate) write: bool,
@@ -108,6 +111,14 @@ impl Call<'_> {
                 cmd.arg(j).arg(cost.ms).arg(cost.lo);
             }
         }
+        if self.lease_want > 0 {
+            for (j, rate) in quotas.iter().enumerate() {
+                // Unknown, or out of the script's range: (0, 0) finds nothing lost.
+                let known = self.known_tat.get(j).and_then(|&tat| rate.split(tat));
+                let known = known.unwrap_or(Split { ms: 0, lo: 0 });
+                cmd.arg(known.ms).arg(known.lo);
+            }
+        }
         Ok(cmd)
     }
 
@@ -137,6 +148,9 @@ pub(crate) enum Answer {
 pub(crate) struct Reply {
     /// Whether the request was granted (always for a peek).
     pub(crate) granted: bool,
+    /// Whether the script found the key's buckets lost (a lease request only) and started them
+    /// full.
+    pub(crate) lost: bool,
     /// The time the script decided at, in ns since the clock's origin.
     pub(crate) now_ns: u64,
     /// When the request may go, in ns from `now_ns` (0 for a meter).
@@ -161,7 +175,7 @@ impl Answer {
         if let [2, redis_us] = numbers[..] {
             return Ok(Answer::Late { redis_us: redis_us as u64 });
         }
-        if numbers.len() != 7 + 2 * call.buckets() {
+        if numbers.len() != 7 + 2 * call.buckets() || numbers[0] > 3 {
             return Err(bad());
         }
         let at = |i: usize| numbers[i] as u64;
@@ -172,7 +186,8 @@ impl Answer {
             .map(|(x, rate)| rate.join(Split { ms: at(7 + 2 * x), lo: at(8 + 2 * x) }))
             .collect();
         Ok(Answer::Decided(Reply {
-            granted: at(0) == 1,
+            granted: at(0) & 1 == 1,
+            lost: at(0) & 2 == 2,
             now_ns: span(at(1), at(2)),
             delay_ns: span(at(3), at(4)),
             leased: at(5),
@@ -244,6 +259,7 @@ mod tests {
             now_ns: None,
             max_wait_ns: 0,
             lease_want: 0,
+            known_tat: &[],
             write: true,
             expiry_slack_ms: 0,
             rules: false,

@@ -29,6 +29,10 @@ pub struct Stats {
     pub local_denied: u64,
     /// Units taken from Redis as leases (beyond the requests that took them).
     pub leased_units: u64,
+    /// Lease requests that found Redis had lost the key's buckets (`FLUSHALL`, a restart without
+    /// persistence, an eviction) while units leased from them could still be in use; the key
+    /// was started full (see the crate docs, "When Redis loses keys").
+    pub lost_buckets: u64,
     /// Calls that got no answer within their deadline.
     pub timeouts: u64,
     /// Of `timeouts`, those whose answer came back in time to say that Redis had started the
@@ -93,6 +97,7 @@ pub(crate) struct Counters {
     pub(crate) local_admitted: Counter,
     pub(crate) local_denied: Counter,
     pub(crate) leased_units: Counter,
+    pub(crate) lost_buckets: Counter,
     pub(crate) timeouts: Counter,
     pub(crate) late: Counter,
     pub(crate) unavailable: Counter,
@@ -142,6 +147,7 @@ impl Counters {
             local_admitted: self.local_admitted.get(),
             local_denied: self.local_denied.get(),
             leased_units: self.leased_units.get(),
+            lost_buckets: self.lost_buckets.get(),
             timeouts: self.timeouts.get(),
             late: self.late.get(),
             unavailable: self.unavailable.get(),
