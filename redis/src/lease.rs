@@ -18,7 +18,7 @@
 //!
 //! Each lease also records, per quota, the bucket's TAT after it was taken (`Schedule::tat`), and
 //! the next lease request of the key sends it: the bucket is not empty before then unless Redis
-//! lost it, and the script, finding it emptier, starts the key full (see `gcra.lua` and the
+//! lost it, and the script, finding it emptier, starts the key full (see `gcra_general.lua` and the
 //! crate docs, "When Redis loses keys"). The lost bucket's leased units are still served, each
 //! in its slot: they were charged in it, and the full bucket's schedule begins after theirs.
 //!
@@ -42,7 +42,7 @@ pub(crate) struct Schedule {
     pub(crate) first: u128,
     /// The bucket's TAT after the lease was taken, on the script's clock: the bucket is not
     /// empty before then, whatever else happens to it, unless Redis loses it. A later lease
-    /// request sends it, so that the script can tell a lost bucket (see `gcra.lua`).
+    /// request sends it, so that the script can tell a lost bucket (see `gcra_general.lua`).
     pub(crate) tat: u128,
 }
 

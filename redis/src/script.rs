@@ -1,6 +1,6 @@
 //! The server-side script: its text, the arguments of one call, and what its reply means.
 //!
-//! The script (`gcra.lua`) decides one request over every bucket of its keys, all or nothing,
+//! The script (`gcra.lua` and `gcra_general.lua`) decides one request over every bucket of its keys, all or nothing,
 //! in one round trip; Redis runs scripts one at a time, so no other decision interleaves. It
 //! is sent with `EVALSHA` and loaded again (`SCRIPT LOAD`) when Redis answers `NOSCRIPT`, after
 //! a restart or a `SCRIPT FLUSH`. Each call carries its deadline on Redis's clock: a script that
@@ -11,8 +11,9 @@ use crate::units::{Rate, Split, NS_PER_MS};
 use leakgate::{Admitted, Denied};
 use std::time::Duration;
 
-/// The script's source.
-pub(crate) const SOURCE: &str = include_str!("gcra.lua");
+/// The script's source: the arguments, the reply and the fast path (`gcra.lua`), then the
+/// general path (`gcra_general.lua`).
+pub(crate) const SOURCE: &str = concat!(include_str!("gcra.lua"), include_str!("gcra_general.lua"));
 
 /// The SHA-1 of [`SOURCE`], as `EVALSHA` wants it.
 pub(crate) fn sha() -> String {
@@ -55,7 +56,7 @@ pub(crate) struct Call<'a> {
     /// Milliseconds a key lives beyond the moment its buckets are empty.
     pub(crate) expiry_slack_ms: u64,
     /// Whether the keys hold rule buckets, each naming the rate it is kept in, carried over to
-    /// the key's quotas when they change (see `gcra.lua`); otherwise the key's name fixes its
+    /// the key's quotas when they change (see `gcra_general.lua`); otherwise the key's name fixes its
     /// quotas, and every key has the same ones in the same order.
     pub(crate) rules: bool,
 }
