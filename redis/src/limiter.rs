@@ -275,6 +275,9 @@ impl AsyncRedisLimiter {
         self.decide_leasing(keys, n, max_wait_ns, (0, &[]), c.caller_now(), c.deadline).await
     }
 
+    /// `decide`, asking for `lease_want` extra units (see [`crate::lease`]) with the TAT of each
+    /// bucket as this process last saw it (`known_tat`, by which the script finds a lost key), on
+    /// the caller's clock reading `now_ns` (or Redis `TIME`), within `budget`.
     pub(crate) async fn decide_leasing(
         &self,
         keys: &[&[u8]],
