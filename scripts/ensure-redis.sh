@@ -3,6 +3,7 @@
 # benchmark start their own servers on loopback ports. Needs root (CI runs as root).
 set -euo pipefail
 if command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; then
+    echo "== redis-server is installed: $(PATH="$PATH:/usr/bin" redis-server --version)"
     exit 0
 fi
 echo "== installing redis-server (apt-get)"

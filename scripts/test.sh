@@ -1,19 +1,51 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration, property and doc tests, the large stress and flood
-# tests, and the loom models. Needs a Rust toolchain; installs redis-server (Debian package) for
-# leakgate-redis's tests if it is missing. Usage: bash scripts/test.sh
-set -euo pipefail
+# tests, and the loom models. Usage: bash scripts/test.sh
+#
+# Needs a Rust toolchain. Installs one thing if it is missing: redis-server (the Debian package,
+# through apt-get, by scripts/ensure-redis.sh), for leakgate-redis's tests, which start their own
+# servers on free loopback ports and stop them (and remove their folders) when they end.
+#
+# Every step runs even if an earlier one failed; the last line is the total over all of them:
+# "test.sh: N passed, M failed". The exit status is 0 only if everything passed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/ensure-redis.sh
+bash scripts/ensure-redis.sh || exit 1
 
-echo "== unit, integration, property and doc tests (all features)"
-cargo test --workspace --all-features
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# Runs one step, its output shown, and adds up its tests: the "test result:" line of each test
+# binary. A step that fails with no failed test (it did not build, a test binary crashed) counts
+# as one failure; the suite goes on either way.
+step() {
+    echo "== $1"
+    shift
+    local ok=1
+    "$@" 2>&1 | tee "$log" || ok=0
+    read -r p f < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' "$log")
+    if [ "$ok" = 0 ] && [ "$f" = 0 ]; then
+        f=1
+        echo "== failed: $*"
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+step "unit, integration, property and doc tests (all features)" \
+    cargo test --workspace --all-features
 
 # `--tests` leaves the doc tests out: they ran above, and `--ignored` would also run the README's
 # `ignore` blocks, which name the sibling crates (leakgate-redis, leakgate-tower).
-echo "== large stress and flood tests (release, #[ignore]d by default)"
-cargo test --workspace --all-features --release --tests -- --ignored
+step "large stress and flood tests (release, #[ignore]d by default)" \
+    cargo test --workspace --all-features --release --tests -- --ignored
 
-echo "== loom models (every interleaving of the lock-free algorithms)"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+step "loom models (every interleaving of the lock-free algorithms)" \
+    env RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p leakgate-loom-tests --release
+
+# The closing line, over every test binary of every step.
+echo "test.sh: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -38,7 +38,9 @@ pub struct RedisLimiter {
 
 impl RedisLimiter {
     /// Connects with one quota and every default (see [`Builder`]), blocking until Redis
-    /// answers or a second has passed.
+    /// answers or a second has passed. An unreachable Redis is not an error: the limiter
+    /// connects in the background and denies until then (the default failure policy); a
+    /// malformed URL is.
     ///
     /// ```no_run
     /// let lim = leakgate_redis::RedisLimiter::connect("redis://127.0.0.1/", "100/s".parse()?)?;

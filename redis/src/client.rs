@@ -4,10 +4,11 @@ use crate::breaker::{Breaker, Gate};
 use crate::config::Builder;
 use crate::error::Error;
 use crate::fallback::LocalClock;
-use crate::script::{self, Call, Reply};
+use crate::link::Link;
+use crate::script::{self, Answer, Call, Reply};
 use crate::stats::Counters;
 use leakgate::{Clock, TscClock};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -15,7 +16,8 @@ use tokio::sync::Semaphore;
 /// The connection to Redis and what guards each call on it: the deadline, the circuit breaker,
 /// the bound on calls in flight, the clocks and the counters. Shared by every kind of limiter.
 pub(crate) struct Client {
-    conn: ConnectionManager,
+    /// The connection (made in the background) and Redis's clock.
+    link: Arc<Link>,
     sha: String,
     /// The start of every Redis key of this limiter.
     pub(crate) prefix: Vec<u8>,
@@ -34,33 +36,16 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    /// Connects (waiting at most the connect timeout) and loads the script.
+    /// Starts connecting in the background (see [`crate::link`]) and waits for the first
+    /// connection at most the connect timeout. Fails only for a bad setting or a Redis that
+    /// refuses the limiter, not for one that cannot be reached.
     pub(crate) async fn connect(b: &Builder) -> Result<Client, Error> {
         if b.prefix.contains('{') {
             return Err(Error::Config("the key prefix must not contain '{'".into()));
         }
-        let client =
-            redis::Client::open(b.url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(b.connect_timeout))
-            // Longer than the deadline: the deadline decides, and counts a timeout as one.
-            .set_response_timeout(Some(b.deadline.saturating_mul(2) + Duration::from_millis(100)))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(200));
-        let connecting = ConnectionManager::new_with_config(client, config);
-        let mut conn = tokio::time::timeout(b.connect_timeout, connecting)
-            .await
-            .map_err(|_| Error::Config("no connection to Redis within the connect timeout".into()))?
-            .map_err(|e| Error::Config(format!("cannot connect to Redis: {e}")))?;
-        let sha = script::sha();
-        let mut load = redis::cmd("SCRIPT");
-        load.arg("LOAD").arg(script::SOURCE);
-        let loaded: String = tokio::time::timeout(b.connect_timeout, load.query_async(&mut conn))
-            .await
-            .map_err(|_| Error::Config("Redis did not load the script in time".into()))?
-            .map_err(|e| Error::Config(format!("Redis refused the script: {e}")))?;
-        debug_assert_eq!(loaded, sha);
+        // Longer than the deadline: the deadline decides, and counts a timeout as one.
+        let response_timeout = b.deadline.saturating_mul(2) + Duration::from_millis(100);
+        let (link, connecting) = Link::open(&b.url, b.connect_timeout, response_timeout)?;
         let monotonic = TscClock::new();
         let local_clock: LocalClock = match &b.caller_clock {
             Some(clock) => clock.clone(),
@@ -70,9 +55,9 @@ impl Client {
             Some(_) => Duration::from_secs(60),
             None => Duration::ZERO,
         });
-        Ok(Client {
-            conn,
-            sha,
+        let client = Client {
+            link,
+            sha: script::sha(),
             prefix: b.prefix.clone().into_bytes(),
             deadline: b.deadline,
             caller_clock: b.caller_clock.clone(),
@@ -83,7 +68,9 @@ impl Client {
             breaker_open_for: b.breaker_open_for,
             stats: Counters::default(),
             in_flight: Semaphore::new(b.max_in_flight),
-        })
+        };
+        Link::settle(connecting, b.connect_timeout).await?;
+        Ok(client)
     }
 
     /// The time to send to the script: the caller's clock, or `None` for Redis `TIME`.
@@ -93,7 +80,7 @@ impl Client {
 
     /// When asking Redis again may help, after a failed call.
     pub(crate) fn retry_hint(&self) -> Duration {
-        if self.breaker.is_open() {
+        if self.breaker.is_open() || !self.link.is_ready() {
             self.breaker_open_for
         } else {
             self.deadline
@@ -101,10 +88,18 @@ impl Client {
     }
 
     /// Runs the script once: within `budget` (the deadline, less what the call already waited),
-    /// unless the breaker is open or too many calls are in flight. Records the outcome in the
-    /// breaker and the counters.
+    /// unless Redis has not answered yet, the breaker is open or too many calls are in flight.
+    /// The script decides only if it starts by the time the call gives up. Records the outcome
+    /// in the breaker and the counters.
     pub(crate) async fn call(&self, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
-        let cmd = call.command(&self.sha)?;
+        let Some(conn) = self.link.connection() else {
+            self.stats.unavailable.inc();
+            return Err(Error::Connecting);
+        };
+        // The script's deadline: when this call gives up, on Redis's clock (never later).
+        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        let give_up = self.link.now_ns().saturating_add(budget_ns);
+        let cmd = call.command(&self.sha, self.link.redis_us(give_up))?;
         let gate = self.breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
             self.stats.short_circuited.inc();
@@ -114,17 +109,21 @@ impl Client {
             self.stats.overloaded.inc();
             return Err(Error::Overloaded);
         };
-        let answer = tokio::time::timeout(budget, self.eval(&cmd)).await;
+        let answer = tokio::time::timeout(budget, self.eval(conn, &cmd)).await;
         drop(permit);
-        let error = match answer {
-            Ok(Ok(value)) => {
+        let error = match answer.map(|got| got.map(|value| Answer::parse(value, call))) {
+            Ok(Ok(Ok(Answer::Decided(reply)))) => {
                 self.breaker.success();
-                let reply = Reply::parse(value, call);
-                if reply.is_err() {
-                    self.stats.rejected.inc();
-                }
-                return reply;
+                self.link.observe(reply.redis_us, self.link.now_ns());
+                return Ok(reply);
             }
+            // Redis started the script after the call's deadline: as if it had not answered.
+            Ok(Ok(Ok(Answer::Late { redis_us }))) => {
+                self.link.observe(redis_us, self.link.now_ns());
+                self.stats.late.inc();
+                Error::Timeout(self.deadline)
+            }
+            Ok(Ok(Err(unexpected))) => unexpected,
             Ok(Err(e)) => Error::from_redis(e),
             Err(_) => Error::Timeout(self.deadline),
         };
@@ -145,8 +144,11 @@ impl Client {
     }
 
     /// `EVALSHA`, loading the script again if Redis lost it (restart, `SCRIPT FLUSH`).
-    async fn eval(&self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
-        let mut conn = self.conn.clone();
+    async fn eval(
+        &self,
+        mut conn: ConnectionManager,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<redis::Value> {
         self.stats.round_trips.inc();
         // An error reply comes back as a value: turn it into an error to sort it.
         match conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error) {

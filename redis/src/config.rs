@@ -191,7 +191,8 @@ impl Builder {
         self
     }
 
-    /// The longest a call waits for Redis (default 5 ms); then the failure policy answers.
+    /// The longest a call waits for Redis (default 5 ms); then the failure policy answers. The
+    /// call's script is sent this deadline too: if Redis starts it later, it charges nothing.
     ///
     /// ```
     /// use std::time::Duration;
@@ -204,7 +205,9 @@ impl Builder {
         self
     }
 
-    /// The longest `connect` waits for the first connection (default 1 s).
+    /// The longest `connect` waits for Redis to answer (default 1 s), and the longest each
+    /// connection attempt takes. When Redis does not answer in time, `connect` returns the
+    /// limiter anyway and it connects in the background: the failure policy answers until then.
     ///
     /// ```
     /// use std::time::Duration;
@@ -230,10 +233,11 @@ impl Builder {
         self
     }
 
-    /// Takes time from `clock` instead of Redis `TIME` (for managed services that refuse `TIME`
-    /// in scripts, or for tests with a [`ManualClock`](leakgate::ManualClock)). Every process
-    /// sharing a limit must then read the same clock: wall-clock nanoseconds since the Unix epoch
-    /// ([`SystemClock`](crate::SystemClock)) on servers kept in sync.
+    /// Decides on `clock` instead of Redis `TIME` (for tests with a
+    /// [`ManualClock`](leakgate::ManualClock), or to decide on the application servers' own
+    /// clocks). Every process sharing a limit must then read the same clock: wall-clock
+    /// nanoseconds since the Unix epoch ([`SystemClock`](crate::SystemClock)) on servers kept in
+    /// sync. The script still reads `TIME`, only to check the call's deadline.
     ///
     /// ```
     /// let b = leakgate_redis::Builder::new("redis://127.0.0.1/")
@@ -300,7 +304,10 @@ impl Builder {
         self
     }
 
-    /// Connects, blocking until Redis answers or the connect timeout passes.
+    /// Builds the limiter, blocking until Redis answers or the connect timeout passes. A Redis
+    /// that cannot be reached is not an error: the limiter connects in the background, and the
+    /// failure policy answers until then. A bad URL or prefix, or a Redis that answers with an
+    /// error (a wrong password, a refused script), is.
     ///
     /// ```no_run
     /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
@@ -312,7 +319,7 @@ impl Builder {
         RedisLimiter::from_builder(self)
     }
 
-    /// Connects from async code.
+    /// Builds the limiter from async code, waiting for Redis as [`connect`](Self::connect) does.
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -330,7 +337,8 @@ impl Builder {
 impl Builder {
     /// Connects a [`RedisRuleLimiter`] enforcing `rules` (leave [`quota`](Self::quota) and
     /// [`leases`](Self::leases) out: a rules limiter takes its quotas from its rules, and takes
-    /// no leases), blocking until Redis answers or the connect timeout passes.
+    /// no leases), blocking until Redis answers or the connect timeout passes (and connecting in
+    /// the background after that, as [`connect`](Self::connect)).
     ///
     /// ```no_run
     /// let mut rules = leakgate::Rules::new();

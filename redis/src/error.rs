@@ -20,6 +20,9 @@ pub enum Error {
     Timeout(Duration),
     /// The connection failed or Redis cannot serve now (down, loading, read-only replica).
     Unavailable(String),
+    /// Redis has not answered since the limiter was built: it connects in the background, and
+    /// until it has, the failure policy answers every call.
+    Connecting,
     /// The circuit breaker is open: Redis failed recently and is not asked until the next probe.
     CircuitOpen,
     /// Too many calls are already waiting on Redis (the limiter's `max_in_flight`).
@@ -29,7 +32,9 @@ pub enum Error {
     Rejected(String),
     /// The request cannot be expressed: a wait beyond the script's range, or no key at all.
     InvalidRequest(&'static str),
-    /// The limiter could not be built (bad URL, bad prefix, Redis unreachable at connect).
+    /// The limiter could not be built (a bad URL or prefix, or a Redis that refused it: a wrong
+    /// password, a refused script). A Redis that cannot be reached is not an error: the limiter
+    /// connects in the background ([`Error::Connecting`]).
     Config(String),
 }
 
@@ -40,12 +45,17 @@ impl Error {
     /// ```
     /// use leakgate_redis::Error;
     /// assert!(Error::CircuitOpen.is_unavailable());
+    /// assert!(Error::Connecting.is_unavailable());
     /// assert!(!Error::Rejected("WRONGTYPE".into()).is_unavailable());
     /// ```
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            Error::Timeout(_) | Error::Unavailable(_) | Error::CircuitOpen | Error::Overloaded
+            Error::Timeout(_)
+                | Error::Unavailable(_)
+                | Error::Connecting
+                | Error::CircuitOpen
+                | Error::Overloaded
         )
     }
 
@@ -79,6 +89,7 @@ impl fmt::Display for Error {
         match self {
             Error::Timeout(d) => write!(f, "Redis gave no answer within the deadline of {d:?}"),
             Error::Unavailable(why) => write!(f, "Redis is unavailable: {why}"),
+            Error::Connecting => f.write_str("Redis has not answered yet; connecting"),
             Error::CircuitOpen => f.write_str("Redis failed recently; the circuit breaker is open"),
             Error::Overloaded => f.write_str("too many calls are waiting on Redis"),
             Error::Rejected(why) => write!(f, "Redis answered with an error: {why}"),

@@ -16,6 +16,12 @@
 //! so it is never shorter than the time that passed on Redis's clock since the script ran; with
 //! Redis `TIME` it is also stretched by 1/1024 to cover the two clocks' rates differing.
 //!
+//! Each lease also records, per quota, the bucket's TAT after it was taken (`Schedule::tat`), and
+//! the next lease request of the key sends it: the bucket is not empty before then unless Redis
+//! lost it, and the script, finding it emptier, starts the key full (see `gcra_general.lua` and the
+//! crate docs, "When Redis loses keys"). The lost bucket's leased units are still served, each
+//! in its slot: they were charged in it, and the full bucket's schedule begins after theirs.
+//!
 //! The word `next` publishes nothing but itself, so every operation on it is `Relaxed`;
 //! leases are installed and read through `ArcSwap`, which orders the lease's plain fields.
 
@@ -34,6 +40,10 @@ pub(crate) struct Schedule {
     pub(crate) interval: u128,
     /// Start of unit 0's slot, after the request's time.
     pub(crate) first: u128,
+    /// The bucket's TAT after the lease was taken, on the script's clock: the bucket is not
+    /// empty before then, whatever else happens to it, unless Redis loses it. A later lease
+    /// request sends it, so that the script can tell a lost bucket (see `gcra_general.lua`).
+    pub(crate) tat: u128,
 }
 
 /// Units leased for one key.
@@ -135,6 +145,12 @@ impl Lease {
             served
         };
         want.min(max_units)
+    }
+
+    /// When each bucket of the key is empty at the earliest, as this lease found it (the TAT of
+    /// each quota's bucket, in its units); empty if the key never held a lease.
+    pub(crate) fn known_tat(&self) -> impl Iterator<Item = u128> + '_ {
+        self.schedules.iter().map(|s| s.tat)
     }
 
     /// Whether the lease's schedule has run out at `now_ns`.
@@ -299,7 +315,7 @@ mod tests {
 
     /// T = 10 ns in 1 unit/ns; unit 0's slot begins 10 ns after the origin at 1000.
     fn lease(units: u64) -> Lease {
-        let s = Schedule { units_per_ns: 1, interval: 10, first: 10 };
+        let s = Schedule { units_per_ns: 1, interval: 10, first: 10, tat: 0 };
         Lease::new(1000, false, Box::new([s]), units)
     }
 
@@ -324,7 +340,7 @@ mod tests {
 
     #[test]
     fn stretched_time_drops_units_earlier() {
-        let s = Schedule { units_per_ns: 1, interval: 1000, first: 0 };
+        let s = Schedule { units_per_ns: 1, interval: 1000, first: 0, tat: 0 };
         let l = Lease::new(0, true, Box::new([s]), 2);
         // 1024 ns stretched is 1025: unit 1's slot (at 1000) has begun.
         assert_eq!(l.try_take(1024, 1), None);

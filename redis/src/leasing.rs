@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::lease::{Lease, LeaseTable, Local, Schedule};
 use crate::limiter::AsyncRedisLimiter;
-use crate::script::Reply;
+use crate::script::{CallKey, Reply};
 use leakgate::{Admitted, Denied};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,10 +67,12 @@ impl AsyncRedisLimiter {
         }
         let origin = c.local_clock.now_ns();
         let config = table.config();
-        let want = slot.lease.load().next_size(origin, config.hot_ns(), config.max_units());
+        let lease = slot.lease.load_full();
+        let want = lease.next_size(origin, config.hot_ns(), config.max_units());
+        let known: Vec<u128> = lease.known_tat().collect();
         let now = c.caller_clock.as_ref().map(|_| origin);
         let budget = c.deadline.saturating_sub(started.elapsed());
-        let decided = self.decide_leasing(&[key], n, 0, want, now, budget).await;
+        let decided = self.decide_leasing(&[key], n, 0, (want, &known), now, budget).await;
         if let Ok((decision, reply)) = &decided {
             let answered = c.local_clock.now_ns();
             match decision {
@@ -108,15 +110,20 @@ impl AsyncRedisLimiter {
     /// The lease an admission of cost `n` took (possibly of no units: it still records when).
     fn lease_from(&self, origin: u64, reply: &Reply, n: u64) -> Lease {
         let c = &self.shared.client;
+        let call_key =
+            CallKey { name: Vec::new(), rates: &self.shared.rates, times_named: 1, group: 0 };
+        let after = reply.backlogs_after(std::slice::from_ref(&call_key), n);
         let schedules = self
             .shared
             .rates
             .iter()
             .zip(&reply.backlogs)
-            .map(|(rate, &before)| Schedule {
+            .zip(after)
+            .map(|((rate, &before), (_, after))| Schedule {
                 units_per_ns: u128::from(rate.units_per_ns()),
                 interval: rate.interval(),
                 first: before + rate.cost(n),
+                tat: rate.ns_to_units(reply.now_ns) + after,
             })
             .collect();
         Lease::new(origin, c.caller_clock.is_none(), schedules, reply.leased)

@@ -28,8 +28,9 @@
 //!
 //! # One clock
 //! Time comes from the Redis server's `TIME` by default, so the application servers' clocks do
-//! not matter. [`Builder::caller_clock`] sends the caller's time instead (for services that
-//! refuse `TIME` in scripts, and for tests). If Redis's wall clock is stepped backwards, a key
+//! not matter. [`Builder::caller_clock`] sends the caller's time instead (for tests, or to decide
+//! on the servers' own synced clocks; the script then reads `TIME` only for the call's deadline,
+//! below). If Redis's wall clock is stepped backwards, a key
 //! whose bucket was already empty (and so expired) may admit up to the step's worth of units
 //! again; use a slewing NTP.
 //!
@@ -136,18 +137,56 @@
 //! refuse for the renewing request.
 //!
 //! # When Redis is slow or away
-//! Every call has a deadline (5 ms by default). A call that gets no decision in time, or finds the
-//! circuit breaker open, or finds `max_in_flight` calls already waiting, is answered by the
-//! [`FailurePolicy`]: deny (the default: the quota is never exceeded because Redis is away),
-//! admit, or a local limiter at the quota divided by the expected number of servers. The breaker
-//! opens after 3 calls in a row fail and probes Redis every 250 ms; a reconnect happens in the
-//! background, so limiting resumes within about a second of Redis answering again, without a
-//! restart. [`Stats`] counts each outcome.
+//! Every call has a deadline (5 ms by default) and returns by it. A call that gets no decision in
+//! time, or finds the circuit breaker open, or finds `max_in_flight` calls already waiting, or
+//! comes before Redis has first answered, is answered by the [`FailurePolicy`]: deny (the
+//! default: the quota is never exceeded because Redis is away), admit, or a local limiter at the
+//! quota divided by the expected number of servers. The breaker opens after 3 calls in a row fail
+//! and probes Redis every 250 ms; the connection is remade in the background, so limiting resumes
+//! within about a second of Redis answering again, without a restart. [`Stats`] counts each
+//! outcome.
 //!
-//! `FLUSHALL` (or losing Redis's data) empties every bucket: each key starts again with its full
-//! burst. A `SCRIPT FLUSH` or a restart that loses the script is invisible: the script is loaded
-//! again on `NOSCRIPT`. A key that holds something else than a leakgate bucket is an error
+//! **A call that gave up changes nothing.** Each call sends the script its deadline on Redis's
+//! clock. A script that starts later (Redis was frozen or overloaded, and runs the calls it held
+//! when it catches up) decides nothing and charges nothing: a request the policy refused is never
+//! charged afterwards, and a reservation nobody holds takes no place in the queue. The deadline
+//! sent is the call's give-up time on this process's monotonic clock mapped to Redis's `TIME`
+//! through the answers Redis gave: never later than the give-up, earlier by at most the return
+//! trip of the answer it was taken from, and following a clock that is stepped within a second.
+//! So the script also reads `TIME` with [`Builder::caller_clock`], for the deadline only.
+//! [`Stats::late`] counts late answers that still arrived in time.
+//!
+//! **Booting while Redis is down.** `connect` fails only for a bad setting (URL, prefix) or a
+//! Redis that answers with an error (a wrong password, a refused script). It waits for Redis at
+//! most the connect timeout (1 s by default) and returns the limiter either way; the limiter keeps
+//! connecting in the background, every 50 to 250 ms, and until Redis first answers, every call is
+//! answered by the failure policy at once ([`Error::Connecting`]), as in a later outage.
+//!
+//! A `SCRIPT FLUSH` or a restart that loses the script is invisible: the script is loaded again
+//! on `NOSCRIPT`. A key that holds something else than a leakgate bucket is an error
 //! ([`Error::Rejected`]), answered by the failure policy, never read as an empty bucket.
+//!
+//! # When Redis loses keys
+//! `FLUSHALL`, a restart without persistence, an eviction, or a failover to a replica that missed
+//! the last writes empties buckets: a lost key starts again empty. The fleet may then admit up
+//! to one burst more than the bound in a window around the loss; a window that begins after the
+//! loss keeps the bound, except for leased units:
+//!
+//! * Units leased from a lost bucket stay valid (they were charged in it) and are served, each
+//!   within its slot of the lost bucket's schedule.
+//! * A lease request carries when its process last saw the key's buckets empty again (a TAT
+//!   only grows, and a key expires only when its buckets are empty). The first such request that
+//!   finds a bucket emptier than that has found the loss: every bucket of the key starts full,
+//!   no sooner empty than the lost one could have been, so the units still leased and the ones
+//!   admitted from then on share one schedule. [`Stats::lost_buckets`] counts these.
+//!
+//! So, with leases, any window of length `w` sees at most `burst + w / T + E` units (plus one for
+//! rounding), where `E` is at most the units the re-created bucket admitted before the request
+//! that found the loss, and at most one burst; for a window that begins after the loss, also at
+//! most the units still leased when the key was lost (at most `max_units` per process). For a hot
+//! key in a fleet that leases it, the request that re-creates the key is usually such a lease
+//! request, and then `E = 0`. Nothing in Redis survives a loss, so a bucket re-created by a
+//! process that held no lease of the key cannot know better until one that did asks.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -161,6 +200,7 @@ mod fallback;
 mod lease;
 mod leasing;
 mod limiter;
+mod link;
 mod reservation;
 mod rules;
 mod runtime;

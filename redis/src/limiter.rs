@@ -60,7 +60,8 @@ impl Shared {
 }
 
 impl AsyncRedisLimiter {
-    /// Connects with one quota and every default (see [`Builder`]).
+    /// Connects with one quota and every default (see [`Builder`]), waiting for Redis at most a
+    /// second; an unreachable Redis is not an error (see [`Builder::connect`]).
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -271,15 +272,18 @@ impl AsyncRedisLimiter {
         max_wait_ns: u64,
     ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
         let c = &self.shared.client;
-        self.decide_leasing(keys, n, max_wait_ns, 0, c.caller_now(), c.deadline).await
+        self.decide_leasing(keys, n, max_wait_ns, (0, &[]), c.caller_now(), c.deadline).await
     }
 
+    /// `decide`, asking for `lease_want` extra units (see [`crate::lease`]) with the TAT of each
+    /// bucket as this process last saw it (`known_tat`, by which the script finds a lost key), on
+    /// the caller's clock reading `now_ns` (or Redis `TIME`), within `budget`.
     pub(crate) async fn decide_leasing(
         &self,
         keys: &[&[u8]],
         n: u64,
         max_wait_ns: u64,
-        lease_want: u64,
+        (lease_want, known_tat): (u64, &[u128]),
         now_ns: Option<u64>,
         budget: Duration,
     ) -> Result<(Result<Admitted, Denied>, Reply), Error> {
@@ -303,6 +307,7 @@ impl AsyncRedisLimiter {
             now_ns,
             max_wait_ns,
             lease_want,
+            known_tat,
             write: n > 0 && !never,
             expiry_slack_ms: c.expiry_slack_ms,
             rules: false,
@@ -320,6 +325,9 @@ impl AsyncRedisLimiter {
             Err(_) => c.stats.redis_denied.inc(),
         }
         c.stats.leased_units.add(reply.leased);
+        if reply.lost {
+            c.stats.lost_buckets.inc();
+        }
         Ok((decision, reply))
     }
 

@@ -1,17 +1,19 @@
 //! The server-side script: its text, the arguments of one call, and what its reply means.
 //!
-//! The script (`gcra.lua`) decides one request over every bucket of its keys, all or nothing,
+//! The script (`gcra.lua` and `gcra_general.lua`) decides one request over every bucket of its keys, all or nothing,
 //! in one round trip; Redis runs scripts one at a time, so no other decision interleaves. It
 //! is sent with `EVALSHA` and loaded again (`SCRIPT LOAD`) when Redis answers `NOSCRIPT`, after
-//! a restart or a `SCRIPT FLUSH`.
+//! a restart or a `SCRIPT FLUSH`. Each call carries its deadline on Redis's clock: a script that
+//! starts later (Redis was frozen, or slow) changes nothing and answers [`Answer::Late`].
 
 use crate::error::Error;
 use crate::units::{Rate, Split, NS_PER_MS};
 use leakgate::{Admitted, Denied};
 use std::time::Duration;
 
-/// The script's source.
-pub(crate) const SOURCE: &str = include_str!("gcra.lua");
+/// The script's source: the arguments, the reply and the fast path (`gcra.lua`), then the
+/// general path (`gcra_general.lua`).
+pub(crate) const SOURCE: &str = concat!(include_str!("gcra.lua"), include_str!("gcra_general.lua"));
 
 /// The SHA-1 of [`SOURCE`], as `EVALSHA` wants it.
 pub(crate) fn sha() -> String {
@@ -45,20 +47,25 @@ pub(crate) struct Call<'a> {
     pub(crate) max_wait_ns: u64,
     /// Extra units to lease after an admission (0: none; one plain key only).
     pub(crate) lease_want: u64,
+    /// With a lease: each quota's bucket's TAT (in its units) as the caller last saw it, or
+    /// empty; the script finds a lost bucket by it.
+    pub(crate) known_tat: &'a [u128],
     /// `false` for a peek: charge nothing, report the state (a rule key carried over to new
     /// quotas is still written in them).
     pub(crate) write: bool,
     /// Milliseconds a key lives beyond the moment its buckets are empty.
     pub(crate) expiry_slack_ms: u64,
     /// Whether the keys hold rule buckets, each naming the rate it is kept in, carried over to
-    /// the key's quotas when they change (see `gcra.lua`); otherwise the key's name fixes its
+    /// the key's quotas when they change (see `gcra_general.lua`); otherwise the key's name fixes its
     /// quotas, and every key has the same ones in the same order.
     pub(crate) rules: bool,
 }
 
 impl Call<'_> {
-    /// The `EVALSHA` command for this call. Every number is below 2^53 (see [`crate::units`]).
-    pub(crate) fn command(&self, sha: &str) -> Result<redis::Cmd, Error> {
+    /// The `EVALSHA` command for this call, which decides nothing if it starts after
+    /// `deadline_us` on Redis's clock (`TIME`, µs since the epoch). Every number is below 2^53
+    /// (see [`crate::units`]).
+    pub(crate) fn command(&self, sha: &str, deadline_us: u64) -> Result<redis::Cmd, Error> {
         // The quotas of the call, each once: the same `Rate` (by address) shared by several keys
         // (the keys of a plain limiter, or of one rule) is sent once.
         let mut quotas: Vec<&Rate> = Vec::new();
@@ -84,7 +91,8 @@ impl Call<'_> {
             .arg(self.lease_want)
             .arg(self.expiry_slack_ms.min(1 << 40))
             .arg(if self.write { "1" } else { "0" })
-            .arg(if self.rules { "1" } else { "0" });
+            .arg(if self.rules { "1" } else { "0" })
+            .arg(deadline_us.min(MAX_EXACT));
         for rate in &quotas {
             let t =
                 rate.split(rate.interval()).ok_or(Error::InvalidRequest("quota out of range"))?;
@@ -104,6 +112,14 @@ impl Call<'_> {
                 cmd.arg(j).arg(cost.ms).arg(cost.lo);
             }
         }
+        if self.lease_want > 0 {
+            for (j, rate) in quotas.iter().enumerate() {
+                // Unknown, or out of the script's range: (0, 0) finds nothing lost.
+                let known = self.known_tat.get(j).and_then(|&tat| rate.split(tat));
+                let known = known.unwrap_or(Split { ms: 0, lo: 0 });
+                cmd.arg(known.ms).arg(known.lo);
+            }
+        }
         Ok(cmd)
     }
 
@@ -113,28 +129,54 @@ impl Call<'_> {
     }
 }
 
+/// The largest integer a Lua number holds exactly (2^53 - 1).
+const MAX_EXACT: u64 = (1 << 53) - 1;
+
 /// What the script answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// It decided.
+    Decided(Reply),
+    /// It started after the call's deadline, and decided nothing; Redis's clock read `redis_us`.
+    Late {
+        /// Redis's `TIME` when the script started, in µs.
+        redis_us: u64,
+    },
+}
+
+/// What the script decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reply {
     /// Whether the request was granted (always for a peek).
     pub(crate) granted: bool,
+    /// Whether the script found the key's buckets lost (a lease request only) and started them
+    /// full.
+    pub(crate) lost: bool,
     /// The time the script decided at, in ns since the clock's origin.
     pub(crate) now_ns: u64,
     /// When the request may go, in ns from `now_ns` (0 for a meter).
     pub(crate) delay_ns: u64,
     /// Extra units leased after the admission.
     pub(crate) leased: u64,
+    /// Redis's `TIME` when the script ran, in µs since the epoch.
+    pub(crate) redis_us: u64,
     /// `max(TAT - now, 0)` before the decision, in units, for each key (outer) and quota (inner).
     pub(crate) backlogs: Vec<u128>,
 }
 
-impl Reply {
+impl Answer {
     /// Reads the script's reply to `call`.
-    pub(crate) fn parse(value: redis::Value, call: &Call<'_>) -> Result<Reply, Error> {
+    pub(crate) fn parse(value: redis::Value, call: &Call<'_>) -> Result<Answer, Error> {
         let bad = || Error::Rejected("unexpected reply from the leakgate script".into());
         let numbers: Vec<i64> =
             redis::FromRedisValue::from_redis_value(value).map_err(|_| bad())?;
-        if numbers.len() != 6 + 2 * call.buckets() || numbers.iter().any(|&v| v < 0) {
+        if numbers.iter().any(|&v| v < 0) {
+            return Err(bad());
+        }
+        if let [2, redis_us] = numbers[..] {
+            return Ok(Answer::Late { redis_us: redis_us as u64 });
+        }
+        if numbers.len() != 7 + 2 * call.buckets() || numbers[0] > 3 {
             return Err(bad());
         }
         let at = |i: usize| numbers[i] as u64;
@@ -142,17 +184,21 @@ impl Reply {
         let rates = call.keys.iter().flat_map(|key| key.rates);
         let backlogs = rates
             .enumerate()
-            .map(|(x, rate)| rate.join(Split { ms: at(6 + 2 * x), lo: at(7 + 2 * x) }))
+            .map(|(x, rate)| rate.join(Split { ms: at(7 + 2 * x), lo: at(8 + 2 * x) }))
             .collect();
-        Ok(Reply {
-            granted: at(0) == 1,
+        Ok(Answer::Decided(Reply {
+            granted: at(0) & 1 == 1,
+            lost: at(0) & 2 == 2,
             now_ns: span(at(1), at(2)),
             delay_ns: span(at(3), at(4)),
             leased: at(5),
+            redis_us: at(6),
             backlogs,
-        })
+        }))
     }
+}
 
+impl Reply {
     /// Each bucket of `keys` (as sent) with its backlog before the decision.
     pub(crate) fn buckets<'a>(
         &'a self,
@@ -197,5 +243,48 @@ impl Reply {
         let retry =
             (!never).then(|| Duration::from_nanos(self.delay_ns - max_wait_ns.min(self.delay_ns)));
         Denied::new(remaining, reset_after, retry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn parse(numbers: &[i64]) -> Result<Answer, Error> {
+        let rates = [Rate::new("1000/s".parse().unwrap())];
+        let keys = [CallKey { name: b"k".to_vec(), rates: &rates, times_named: 1, group: 0 }];
+        let call = Call {
+            keys: &keys,
+            n: 1,
+            now_ns: None,
+            max_wait_ns: 0,
+            lease_want: 0,
+            known_tat: &[],
+            write: true,
+            expiry_slack_ms: 0,
+            rules: false,
+        };
+        Answer::parse(Value::Array(numbers.iter().map(|&v| Value::Int(v)).collect()), &call)
+    }
+
+    #[test]
+    fn a_late_script_is_told_apart_from_a_decision() {
+        assert_eq!(
+            parse(&[2, 1_700_000_000_000_123]).unwrap(),
+            Answer::Late { redis_us: 1_700_000_000_000_123 }
+        );
+        let decided = parse(&[1, 1_700_000_000_000, 123_000, 0, 0, 0, 1_700_000_000_000_123, 0, 5]);
+        let Ok(Answer::Decided(reply)) = decided else { panic!("{decided:?}") };
+        assert!(reply.granted);
+        assert_eq!(
+            (reply.now_ns, reply.redis_us),
+            (1_700_000_000_000_123_000, 1_700_000_000_000_123)
+        );
+        assert_eq!(reply.backlogs, [5]);
+        // Anything else is not the script's.
+        for bad in [&[1, 2, 3][..], &[2], &[-1, 5], &[1, 0, 0, 0, 0, 0, 0, 0]] {
+            assert!(matches!(parse(bad), Err(Error::Rejected(_))), "{bad:?}");
+        }
     }
 }

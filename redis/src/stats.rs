@@ -29,9 +29,18 @@ pub struct Stats {
     pub local_denied: u64,
     /// Units taken from Redis as leases (beyond the requests that took them).
     pub leased_units: u64,
+    /// Lease requests that found Redis had lost the key's buckets (`FLUSHALL`, a restart without
+    /// persistence, an eviction) while units leased from them could still be in use; the key
+    /// was started full (see the crate docs, "When Redis loses keys").
+    pub lost_buckets: u64,
     /// Calls that got no answer within their deadline.
     pub timeouts: u64,
-    /// Calls that failed on the connection, or that Redis could not serve.
+    /// Of `timeouts`, those whose answer came back in time to say that Redis had started the
+    /// script after the call's deadline, so it decided nothing. (Most late scripts are not seen:
+    /// their callers have given up before they run.)
+    pub late: u64,
+    /// Calls that failed on the connection, that Redis could not serve, or that came before
+    /// Redis first answered ([`Error::Connecting`](crate::Error::Connecting)).
     pub unavailable: u64,
     /// Calls not sent because the circuit breaker was open.
     pub short_circuited: u64,
@@ -88,7 +97,9 @@ pub(crate) struct Counters {
     pub(crate) local_admitted: Counter,
     pub(crate) local_denied: Counter,
     pub(crate) leased_units: Counter,
+    pub(crate) lost_buckets: Counter,
     pub(crate) timeouts: Counter,
+    pub(crate) late: Counter,
     pub(crate) unavailable: Counter,
     pub(crate) short_circuited: Counter,
     pub(crate) overloaded: Counter,
@@ -136,7 +147,9 @@ impl Counters {
             local_admitted: self.local_admitted.get(),
             local_denied: self.local_denied.get(),
             leased_units: self.leased_units.get(),
+            lost_buckets: self.lost_buckets.get(),
             timeouts: self.timeouts.get(),
+            late: self.late.get(),
             unavailable: self.unavailable.get(),
             short_circuited: self.short_circuited.get(),
             overloaded: self.overloaded.get(),

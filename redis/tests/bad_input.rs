@@ -100,12 +100,14 @@ fn bad_settings_are_errors() {
     let no_quota = RedisLimiter::builder(&server.url()).connect();
     assert!(matches!(no_quota, Err(Error::Config(_))));
     assert!(matches!(RedisLimiter::connect("not a url", q), Err(Error::Config(_))));
-    // Nothing listens on port 1: refused at once, within the connect timeout.
+    assert!(matches!(RedisLimiter::connect("redis://127.0.0.1:99999/", q), Err(Error::Config(_))));
+    // An unreachable server is not a bad setting: the limiter connects in the background
+    // (tests/boot.rs).
     let down = RedisLimiter::builder("redis://127.0.0.1:1/")
         .quota(q)
-        .connect_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(100))
         .connect();
-    assert!(matches!(down, Err(Error::Config(_))));
+    assert!(down.is_ok());
     let odd_fleet = RedisLimiter::builder(&server.url())
         .quota(Quota::new(1, Duration::from_nanos(u64::MAX / 2), 1).unwrap())
         .failure_policy(FailurePolicy::Local { expected_servers: 3 })

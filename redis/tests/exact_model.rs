@@ -8,22 +8,9 @@ mod support;
 use leakgate::{ManualClock, Quota};
 use leakgate_redis::RedisLimiter;
 use proptest::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 use support::model::{observed, Decision, Model};
 use support::RedisServer;
-
-/// One server for every case; each case writes under its own prefix.
-fn server() -> &'static RedisServer {
-    static SERVER: OnceLock<RedisServer> = OnceLock::new();
-    SERVER.get_or_init(RedisServer::start)
-}
-
-fn next_prefix() -> String {
-    static CASE: AtomicU64 = AtomicU64::new(0);
-    format!("model{}:", CASE.fetch_add(1, Ordering::Relaxed))
-}
 
 /// Quotas with awkward intervals: any count up to 10^6 over any period up to 10 s in ns.
 fn quota() -> impl Strategy<Value = Quota> {
@@ -55,20 +42,25 @@ fn op() -> impl Strategy<Value = Op> {
 
 const KEYS: [&[u8]; 3] = [b"alpha", b"{tag}beta", b"\x00\xffgamma"];
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-
-    #[test]
-    fn script_decides_as_the_exact_model(
-        quotas in prop::collection::vec(quota(), 1..=3),
-        start in 0u64..1_000_000_000_000,
-        ops in prop::collection::vec(op(), 1..40),
-    ) {
+/// One server for every case of the test, stopped when it ends; each case writes under its own
+/// prefix.
+#[test]
+fn script_decides_as_the_exact_model() {
+    let server = RedisServer::start();
+    let case = std::cell::Cell::new(0u64);
+    let cases = (
+        prop::collection::vec(quota(), 1..=3),
+        0u64..1_000_000_000_000,
+        prop::collection::vec(op(), 1..40),
+    );
+    let mut runner = support::proptest_runner(file!(), 48);
+    let outcome = runner.run(&cases, |(quotas, start, ops)| {
+        case.set(case.get() + 1);
         let clock = ManualClock::new();
         // A realistic epoch: the ms field near 1.7 * 10^12, as with Redis TIME.
         clock.set(Duration::from_nanos(1_700_000_000_000_000_000 + start));
-        let mut builder = RedisLimiter::builder(&server().url())
-            .prefix(next_prefix())
+        let mut builder = RedisLimiter::builder(&server.url())
+            .prefix(format!("model{}:", case.get()))
             .caller_clock(clock.clone())
             .deadline(Duration::from_secs(5))
             .expiry_slack(Duration::from_secs(3600));
@@ -118,5 +110,9 @@ proptest! {
         }
         let stats = lim.stats();
         prop_assert_eq!(stats.timeouts + stats.unavailable + stats.rejected, 0);
+        Ok(())
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
     }
 }

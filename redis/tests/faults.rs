@@ -176,3 +176,46 @@ fn with_leases_every_call_still_returns_by_its_deadline() {
     assert!(s.timeouts > 0 && s.policy_denied > 0, "{s:?}");
     server.resume();
 }
+
+/// The number of scripts Redis has run (`EVALSHA` calls), from `INFO commandstats`.
+fn scripts_run(server: &RedisServer) -> u64 {
+    let info: String =
+        redis::cmd("INFO").arg("commandstats").query(&mut server.connection()).unwrap();
+    let line = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")).unwrap_or("calls=0,");
+    let calls = line.split("calls=").nth(1).and_then(|rest| rest.split(',').next());
+    calls.unwrap().parse().unwrap()
+}
+
+#[test]
+fn calls_refused_after_their_deadline_charge_nothing_when_a_frozen_redis_wakes() {
+    let server = RedisServer::start();
+    let lim = RedisLimiter::builder(&server.url())
+        .quota("3/h".parse::<Quota>().unwrap())
+        .deadline(DEADLINE)
+        // Every call goes to Redis (the breaker never opens): each is sent, and each times out.
+        .breaker(1000, Duration::from_secs(1))
+        .connect()
+        .unwrap();
+    let before = scripts_run(&server);
+    server.pause();
+    assert!(lim.check("k").is_err());
+    assert!(lim.check_n("k", 2).is_err());
+    assert!(lim.reserve_n("k", 3, Duration::from_secs(3600)).is_err());
+    assert!(lim.reserve("queue", Duration::from_secs(3600)).is_err());
+    let s = lim.stats();
+    assert_eq!((s.timeouts, s.policy_denied, s.round_trips), (4, 4, 4), "{s:?}");
+    server.resume();
+    // Redis runs the four scripts it held, each after its call's deadline.
+    let start = Instant::now();
+    while scripts_run(&server) < before + 4 {
+        assert!(start.elapsed() < Duration::from_secs(10), "Redis did not run the held scripts");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // None charged anything: no bucket was written, and the whole burst is there.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut server.connection()).unwrap();
+    assert!(keys.is_empty(), "refused calls left buckets: {keys:?}");
+    let patient = support::patient_limiter(&server.url(), "3/h".parse().unwrap());
+    assert_eq!(patient.peek("k").unwrap().remaining(), 3);
+    assert!(patient.check_n("k", 3).is_ok());
+    assert!(patient.reserve("queue", Duration::ZERO).is_ok(), "no reservation holds a place");
+}

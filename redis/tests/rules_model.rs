@@ -10,20 +10,22 @@ use leakgate::{ManualClock, Quota, RuleLimiter, Rules};
 use leakgate_redis::{RedisLimiter, RedisRuleLimiter};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 use support::model::{observed, Decision};
 use support::RedisServer;
 
-/// One server for every case; each case writes under its own prefix.
-fn server() -> &'static RedisServer {
-    static SERVER: OnceLock<RedisServer> = OnceLock::new();
-    SERVER.get_or_init(RedisServer::start)
-}
-
+/// Each test starts one server for all its cases (stopped when the test ends); each case writes
+/// under its own prefix.
 fn next_prefix() -> String {
     static CASE: AtomicU64 = AtomicU64::new(0);
     format!("rules{}:", CASE.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Runs `test` on 32 cases of `cases`; panics with the smallest failing case.
+fn check<S: Strategy>(cases: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    if let Err(e) = support::proptest_runner(file!(), 32).run(&cases, test) {
+        panic!("{e}");
+    }
 }
 
 fn view(decision: Result<leakgate::Admitted, leakgate::Denied>) -> Decision {
@@ -37,8 +39,8 @@ fn clock(start: u64) -> ManualClock {
     clock
 }
 
-fn redis_rules(rules: Rules, clock: &ManualClock) -> RedisRuleLimiter {
-    RedisRuleLimiter::builder(&server().url())
+fn redis_rules(server: &RedisServer, rules: Rules, clock: &ManualClock) -> RedisRuleLimiter {
+    RedisRuleLimiter::builder(&server.url())
         .prefix(next_prefix())
         .caller_clock(clock.clone())
         .deadline(Duration::from_secs(5))
@@ -110,21 +112,21 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
-
-    #[test]
-    fn one_rule_answers_like_the_single_quota_limiter(
-        quota in any_quota(),
-        path in prop::sample::select(vec!["", "api"]),
-        start in 0u64..1_000_000_000_000,
-        ops in prop::collection::vec((0u64..2_000_000_000, 0u64..=14), 1..30),
-    ) {
+#[test]
+fn one_rule_answers_like_the_single_quota_limiter() {
+    let server = RedisServer::start();
+    let cases = (
+        any_quota(),
+        prop::sample::select(vec!["", "api"]),
+        0u64..1_000_000_000_000,
+        prop::collection::vec((0u64..2_000_000_000, 0u64..=14), 1..30),
+    );
+    check(cases, |(quota, path, start, ops)| {
         let clock = clock(start);
         let mut rules = Rules::new();
         rules.insert(path, [quota]);
-        let by_rule = redis_rules(rules, &clock);
-        let plain = RedisLimiter::builder(&server().url())
+        let by_rule = redis_rules(&server, rules, &clock);
+        let plain = RedisLimiter::builder(&server.url())
             .quota(quota)
             .prefix(next_prefix())
             .caller_clock(clock.clone())
@@ -138,17 +140,18 @@ proptest! {
             prop_assert_eq!(view(by_rule.check_n("api/alice", n)), expected, "n = {}", n);
         }
         prop_assert_eq!(by_rule.stats().round_trips, plain.stats().round_trips);
-    }
+        Ok(())
+    });
+}
 
-    #[test]
-    fn rules_answer_like_the_rule_limiter(
-        rules in rules(),
-        start in 0u64..1_000_000_000_000,
-        ops in prop::collection::vec(op(), 1..30),
-    ) {
+#[test]
+fn rules_answer_like_the_rule_limiter() {
+    let server = RedisServer::start();
+    let cases = (rules(), 0u64..1_000_000_000_000, prop::collection::vec(op(), 1..30));
+    check(cases, |(rules, start, ops)| {
         let clock = clock(start);
         let local = RuleLimiter::with_clock(rules.clone(), clock.clone());
-        let redis = redis_rules(rules, &clock);
+        let redis = redis_rules(&server, rules, &clock);
         for op in ops {
             match op {
                 Op::Advance(ns) => clock.advance(Duration::from_nanos(ns)),
@@ -159,28 +162,39 @@ proptest! {
                 Op::CheckAll(ks, n) => {
                     let keys: Vec<&str> = ks.iter().map(|&k| KEYS[k]).collect();
                     let expected = view(local.check_all_n(&keys, n));
-                    prop_assert_eq!(view(redis.check_all_n(&keys, n)), expected, "{:?} {}", keys, n);
+                    prop_assert_eq!(
+                        view(redis.check_all_n(&keys, n)),
+                        expected,
+                        "{:?} {}",
+                        keys,
+                        n
+                    );
                 }
             }
         }
         prop_assert_eq!(redis.rule_stats(), local.stats());
         let s = redis.stats();
         prop_assert_eq!(s.timeouts + s.unavailable + s.rejected, 0);
-    }
+        Ok(())
+    });
+}
 
-    #[test]
-    fn a_changed_quota_carries_each_level_exactly(
-        before in any_quota(),
-        after in any_quota(),
-        start in 0u64..1_000_000_000_000,
-        used in 1u64..=12,
-        idle in prop_oneof![Just(0u64), 0u64..1_000_000, 0u64..20_000_000_000],
-    ) {
+#[test]
+fn a_changed_quota_carries_each_level_exactly() {
+    let server = RedisServer::start();
+    let cases = (
+        any_quota(),
+        any_quota(),
+        0u64..1_000_000_000_000,
+        1u64..=12,
+        prop_oneof![Just(0u64), 0u64..1_000_000, 0u64..20_000_000_000],
+    );
+    check(cases, |(before, after, start, used, idle)| {
         let used = used.min(before.burst());
         let clock = clock(start);
         let mut rules = Rules::new();
         rules.insert("r", [before]);
-        let lim = redis_rules(rules.clone(), &clock);
+        let lim = redis_rules(&server, rules.clone(), &clock);
         lim.check_n("r/k", used).unwrap();
         clock.advance(Duration::from_nanos(idle));
         rules.insert("r", [after]);
@@ -200,6 +214,10 @@ proptest! {
         prop_assert_eq!(check, view(Ok(peek)));
         let _ = lim.check_n("r/k", after.burst() + 1);
         let again = lim.peek("r/k").unwrap();
-        prop_assert_eq!((again.remaining(), again.reset_after()), (peek.remaining(), peek.reset_after()));
-    }
+        prop_assert_eq!(
+            (again.remaining(), again.reset_after()),
+            (peek.remaining(), peek.reset_after())
+        );
+        Ok(())
+    });
 }

@@ -38,7 +38,8 @@ pub struct RedisRuleLimiter {
 
 impl RedisRuleLimiter {
     /// Connects with `rules` and every default (see [`Builder`]), blocking until Redis answers
-    /// or a second has passed.
+    /// or a second has passed; an unreachable Redis is not an error (see
+    /// [`Builder::connect`]).
     ///
     /// ```no_run
     /// let mut rules = leakgate::Rules::new();

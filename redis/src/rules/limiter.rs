@@ -51,7 +51,8 @@ struct Shared {
 }
 
 impl AsyncRedisRuleLimiter {
-    /// Connects with `rules` and every default (see [`Builder`]).
+    /// Connects with `rules` and every default (see [`Builder`]), waiting for Redis at most a
+    /// second; an unreachable Redis is not an error (see [`Builder::connect`]).
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -294,6 +295,7 @@ impl AsyncRedisRuleLimiter {
             now_ns: c.caller_now(),
             max_wait_ns: 0,
             lease_want: 0,
+            known_tat: &[],
             write: n > 0,
             expiry_slack_ms: c.expiry_slack_ms,
             rules: true,
