@@ -45,10 +45,11 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
+        let hash = self.touch_key(key);
         let now_ns = self.clock.now_ns();
         let now = self.rate.units_at(now_ns);
         let ask = Ask { now, now_ns, n, max_wait: 0, shared_overflow: true, start: &|| 0 };
-        match self.take(key, ask) {
+        match self.take_hashed(key, hash, ask) {
             Ok(taken) => {
                 Ok(Admitted::from_units(taken.state.saturating_sub(taken.now), taken.scale))
             }
@@ -65,8 +66,31 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let Ask { now, now_ns, n, max_wait, .. } = ask;
+        self.take_hashed(key, self.table.hash(key), ask)
+    }
+
+    /// Hashes `key` and asks for the lines of its group (see `Group::touch`): call it before
+    /// reading the clock, so they are fetched meanwhile, then [`KeyedLimiter::take_hashed`].
+    #[inline(always)]
+    pub(crate) fn touch_key<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
         let hash = self.table.hash(key);
+        self.table.touch(hash);
+        hash
+    }
+
+    /// [`KeyedLimiter::take`] of a key whose hash is `hash` (from [`KeyedLimiter::touch_key`]).
+    #[inline(always)]
+    pub(crate) fn take_hashed<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        ask: Ask<'_>,
+    ) -> Result<Taken<'_, K>, Declined>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let Ask { now, now_ns, n, max_wait, .. } = ask;
         let mut insert = false;
         loop {
             let found = if insert {

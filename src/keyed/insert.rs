@@ -116,7 +116,8 @@ impl<K: Hash + Eq + Clone> Table<K> {
             };
             let (group, side) = (at.line(), at.side());
             if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
-                let version = group.fill(slot, self.new_key(new, group, slot), self.opening(new));
+                let version =
+                    group.fill(side, slot, self.new_key(new, group, slot), self.opening(new));
                 return Some(Step::Done(Some(at.found(slot, version))));
             }
             idle.extend((0..SLOTS).filter_map(|slot| {
@@ -166,7 +167,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                 for (slot, &tag) in tags.iter().enumerate() {
                     let found = if tag == 0 {
                         let key = self.new_key(new, group, slot);
-                        Some(at.found(slot, group.fill(slot, key, self.opening(new))))
+                        Some(at.found(slot, group.fill(side, slot, key, self.opening(new))))
                     } else if let Some(idle_tat) = group.idle_tat(side, slot, new.now) {
                         self.reclaim(new, gi, (slot, idle_tat))
                     } else {
@@ -198,7 +199,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
         for p in 0..self.reach(hash) {
             let gi = self.position(hash, p);
             let Some(at) = self.at(gi) else { return Search::Missing };
-            match at.line().find(key, tag) {
+            match at.find(key, tag) {
                 (Some((slot, version)), _) => {
                     let found = at.found(slot, version);
                     if found.is_sealed() {

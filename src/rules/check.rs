@@ -181,12 +181,13 @@ impl<C: Clock + 'static> RuleLimiter<C> {
         n: u64,
         moved_is_final: bool,
     ) -> Checked<C> {
+        let hash = table.touch_key(key);
         let now_ns = self.clock.now_ns();
         let now = table.rate().units_at(now_ns);
         let chosen = Cell::new(None);
         let start = || first_state(&chosen, generation, key, rule_number, 0);
         let ask = Ask { now, now_ns, n, max_wait: 0, shared_overflow: true, start: &start };
-        match table.take(key, ask) {
+        match table.take_hashed(key, hash, ask) {
             Ok(taken) if taken.state != MOVED || moved_is_final => {
                 rule.counters.add_at(thread, Count::Admitted);
                 let backlog = taken.state.saturating_sub(taken.now);

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-/// A cell holding nothing or an `Arc<T>`, replaced whole by [`SwapCell::publish`].
+/// A cell holding nothing or an `Arc<T>`, replaced whole by [`SwapCell::store`].
 #[cfg(not(loom))]
 pub(crate) struct SwapCell<T>(arc_swap::ArcSwapOption<T>);
 
@@ -31,14 +31,9 @@ impl<T> SwapCell<T> {
         self.0.load_full()
     }
 
-    /// Publishes `value`; a reader that gets it also sees every write made before this call
-    /// (arc-swap's store is `SeqCst`). Returns the previous value, for the caller to drop when it
-    /// is ready to run its destructor.
-    pub(crate) fn publish(&self, value: T) -> Option<Arc<T>> {
-        self.store(Some(Arc::new(value)))
-    }
-
-    /// Publishes `value`, shared, or empties the cell; otherwise as [`SwapCell::publish`].
+    /// Publishes `value`, shared, or empties the cell; a reader that gets it also sees every write
+    /// made before this call (arc-swap's store is `SeqCst`). Returns the previous value, for the
+    /// caller to drop when it is ready to run its destructor.
     pub(crate) fn store(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
         self.0.swap(value)
     }
@@ -72,10 +67,6 @@ impl<T> SwapCell<T> {
         // Acquire: the weakest ordering arc-swap's load provides.
         let current = self.current.load(loom::sync::atomic::Ordering::Acquire);
         current.checked_sub(1).map(|i| self.list().0[i].clone())
-    }
-
-    pub(crate) fn publish(&self, value: T) -> Option<Arc<T>> {
-        self.store(Some(Arc::new(value)))
     }
 
     pub(crate) fn store(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
