@@ -16,7 +16,7 @@ mod snapshot;
 mod table;
 
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
-pub(crate) use check::Ask;
+pub(crate) use check::{Ask, FirstState};
 pub(crate) use handoff::Charged;
 pub(crate) use hasher::{head, RandomSeed};
 pub use overflow::OverflowPolicy;

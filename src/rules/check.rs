@@ -9,7 +9,7 @@ use super::{Rule, Rules};
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::Scale;
-use crate::keyed::{Ask, KeyedLimiter};
+use crate::keyed::{Ask, FirstState, KeyedLimiter};
 use crate::quota::Quota;
 use crate::sync::{self, Mutex, LOOM};
 use std::cell::Cell;
@@ -342,12 +342,12 @@ fn decision(figures: Figures) -> Result<Admitted, Denied> {
 /// it): see [`Ask::start`].
 #[inline]
 pub(super) fn first_state<C: Clock>(
-    chosen: &Cell<Option<u64>>,
+    chosen: &Cell<Option<FirstState>>,
     generation: &Generation<C>,
     key: &str,
     rule: usize,
     quota: usize,
-) -> u64 {
+) -> FirstState {
     match chosen.get() {
         Some(state) => state,
         None => {
