@@ -76,7 +76,9 @@
 //! `bucket/give_back.rs`); on a clock that stood still that is the whole charge, so refused
 //! requests keep nothing. [`seal_moved`] raises a word to the highest state, which refuses every
 //! request, for a bucket whose state was handed over to another, and [`add_level`] puts a level
-//! handed over on top of a bucket (`bucket/seal.rs`).
+//! handed over on top of a bucket (`bucket/seal.rs`). A sealed word is never lowered again: a
+//! charge still in it when it was sealed went with its state, and [`give_back`] says so
+//! ([`Back::Sealed`]) for the caller to give it back where the state went.
 //!
 //! **Orderings.** Every operation on the word is `Relaxed` on a limiter: the word is the whole
 //! state and publishes no other memory; read-modify-writes of one location are totally ordered at
@@ -90,7 +92,7 @@ mod seal;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-pub(crate) use give_back::give_back;
+pub(crate) use give_back::{give_back, Back};
 pub(crate) use seal::{add_level, seal_moved};
 
 use crate::gcra::{Rate, Refusal};

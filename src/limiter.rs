@@ -92,7 +92,7 @@ impl<C: Clock> Limiter<C> {
     /// assert!(lim.check_n(4).is_err());
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check_n(&self, n: u64) -> Result<Admitted, Denied> {
         let now = self.now();
         let tat = self.take(now, n, 0)?;

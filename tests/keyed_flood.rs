@@ -54,10 +54,10 @@ fn flood(keys: u64) {
         assert!(lim.check(&key).is_err(), "active key {key} lost its state");
     }
     let peak = PEAK.load(Ordering::Relaxed) - before;
-    // Requested bytes per slot: its share of a 64-byte group line (16), of the group's 40 bytes
-    // of side data (10), and of the group's array of four keys behind an Arc (16 + 4 * 8 = 48,
-    // so 12). Nothing may grow with the key stream.
-    let bound = slots * (16 + 10 + 12) + 64 * 1024;
+    // Requested bytes per slot: its share of a 128-byte group (32: a line of state words, a line
+    // with the four keys) and of the group's 96 bytes of side data (24, with the keys' spare
+    // copy). Nothing may grow with the key stream.
+    let bound = slots * (32 + 24) + 64 * 1024;
     println!(
         "{keys} keys through {slots} slots: peak {peak} bytes requested, {:.1} per slot (bound {bound})",
         peak as f64 / slots as f64

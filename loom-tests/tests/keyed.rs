@@ -116,6 +116,51 @@ fn one_new_key_inserted_by_two_threads_gets_one_bucket() {
     });
 }
 
+/// The keys kept inline, in two blocks (`keyed/key_blocks.rs`): a lookup of an idle key racing
+/// two changes of its group's keys (a new key in the last unused slot, then the lookup's own slot
+/// given to another key; or the lookup's key back in the unused slot) reads whole keys, and never
+/// finds its key in a slot that holds another.
+#[test]
+fn a_lookup_racing_two_changes_of_its_groups_keys_never_lands_in_another_slot() {
+    model(|| {
+        let clock = ManualClock::new();
+        let lim = Arc::new(one_group(1, clock.clone()));
+        lim.check(&1).unwrap(); // slot 0, busy until 1 s
+        clock.set(Duration::from_secs(2)); // key 1 idle since 1 s
+        for key in [10, 11] {
+            lim.check(&key).unwrap(); // slots 1 and 2, busy until 3 s; slot 3 never used
+        }
+        let writer = {
+            let lim = lim.clone();
+            thread::spawn(move || {
+                let three = lim.check(&3).is_ok();
+                (lim.check(&2).is_ok(), three)
+            })
+        };
+        let one = spawn_check(&lim, 1);
+        let (two, three) = writer.join().unwrap();
+        let one = one.join().unwrap();
+        // Two of the three keys end up with a slot, whatever the order; each admitted key's
+        // bucket holds exactly its admission.
+        let admitted: Vec<u64> = [(1, one), (2, two), (3, three)]
+            .into_iter()
+            .filter_map(|(key, admitted)| admitted.then_some(key))
+            .collect();
+        assert_eq!(admitted.len(), 2, "{one} {two} {three}");
+        let mut snap: Vec<_> = lim.snapshot().into_iter().filter(|s| s.key < 10).collect();
+        snap.sort_by_key(|bucket| bucket.key);
+        assert_eq!(snap.iter().map(|bucket| bucket.key).collect::<Vec<_>>(), admitted);
+        for bucket in &snap {
+            assert_eq!(bucket.remaining, 0, "key {} holds exactly its admission", bucket.key);
+            assert!(
+                lim.check(&bucket.key).is_err(),
+                "key {}'s admission landed elsewhere",
+                bucket.key
+            );
+        }
+    });
+}
+
 // ---- slots shared across shards: keys past their window ----
 
 /// Two shards of one group: a key's window is its home shard's group, and the other shard's group

@@ -167,3 +167,31 @@ fn reload_racing_a_check_on_the_shared_overflow_bucket_keeps_its_admission() {
         assert_eq!(shared_after, usize::from(own_bucket), "the shared unit was given twice");
     });
 }
+
+/// Regression (issue 17): a request charged to `a`, refused by `b`, while a reload hands `a`'s
+/// level over. The reload may seal `a` with the charge in it; the charge is then given back in
+/// the new rules, never by lowering the seal. Afterwards `a` holds nothing (the clock is frozen,
+/// and the new burst holds the old bucket), and a check of `a` (on whichever rules it meets) is
+/// admitted, not refused by a lowered seal.
+#[test]
+fn a_refused_charge_racing_a_reload_is_given_back_where_its_level_went() {
+    model(|| {
+        let pairs = [("a", "1/h burst 2"), ("b", "1/h burst 1")];
+        let lim = limiter(rules(&pairs));
+        lim.check("b/0").unwrap(); // b/0 full: every request over it is refused
+        lim.check("a/0").unwrap(); // a/0 tracked, one unit of two
+        let refused = {
+            let lim = lim.clone();
+            thread::spawn(move || lim.check_all_n(&["a/0", "b/0"], 1).is_err())
+        };
+        let reload = {
+            let lim = lim.clone();
+            thread::spawn(move || lim.reload(rules(&pairs)))
+        };
+        assert!(refused.join().unwrap(), "b/0 is full");
+        reload.join().unwrap();
+        assert_eq!(left(&lim, "a/0"), 1, "a/0 keeps exactly its one admission");
+        assert!(lim.check("a/0").is_ok(), "a/0 has a unit left");
+        assert!(lim.check("a/0").is_err());
+    });
+}

@@ -39,13 +39,24 @@
 
 use super::Word;
 
+/// What [`give_back`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Back {
+    /// Gave back this many units (0 once the charge had drained by itself).
+    Given(u64),
+    /// The word is sealed ([`seal_moved`](super::seal_moved)): its state, the charge with it, was
+    /// handed over to another bucket, and the word is never lowered. The charge is to be given
+    /// back where the state went.
+    Sealed,
+}
+
 /// Gives back, from `word`, a charge of `cost` units that left the word at `after`, made at
 /// `charged_at` (the clock in units when it was taken), for a request refused after all; `now`
-/// reads the clock in the same units. Returns the units given back: the whole `cost` on a clock
-/// that has not moved since the charge, otherwise `cost` less the time since (see the module
-/// docs). `Err` when the word no longer holds the bucket (a keyed slot given to another key, or a
-/// handle made stale by a change of its group), having given nothing back: the caller may find
-/// the bucket again and call once more.
+/// reads the clock in the same units. Gives back the whole `cost` on a clock that has not moved
+/// since the charge, otherwise `cost` less the time since (see the module docs); nothing from a
+/// sealed word. `Err` when the word no longer holds the bucket (a keyed slot given to another
+/// key, or a handle made stale by a change of its group), having given nothing back: the caller
+/// may find the bucket again and call once more.
 ///
 /// One CAS from the value the charge left, then from the value found: lock-free, since a lost
 /// CAS means another request wrote the word. Keyed slots lower through [`Word::lower`], which
@@ -56,17 +67,23 @@ pub(crate) fn give_back<W: Word>(
     cost: u64,
     charged_at: u64,
     now: impl Fn() -> u64,
-) -> Result<u64, W::Gone> {
+) -> Result<Back, W::Gone> {
     let mut seen = after;
     loop {
+        // A seal is never lowered: lowering it would reopen a bucket whose state now lives
+        // elsewhere, a bucket full for centuries to a check still on it. (A charge that left the
+        // word at the highest state, at the end of the clock's range, stays too.)
+        if seen == W::MAX_STATE {
+            return Ok(Back::Sealed);
+        }
         // Read after `seen` was: the charge's own write, then each value a lost CAS found.
         let elapsed = now().saturating_sub(charged_at);
         let back = cost.saturating_sub(elapsed).min(seen);
         if back == 0 {
-            return Ok(0);
+            return Ok(Back::Given(0));
         }
         if word.lower(seen, seen - back).is_ok() {
-            return Ok(back);
+            return Ok(Back::Given(back));
         }
         // Loaded again (not the value the CAS found), so that a keyed slot checks that it still
         // holds the key before a value is lowered.
@@ -87,7 +104,7 @@ mod tests {
     fn alone_on_a_still_clock_the_whole_charge_goes_back() {
         // A charge of 40 at time 400 from an idle word: 400..440.
         let word = AtomicU64::new(440);
-        assert_eq!(give_back(&word, 440, 40, 400, || 400), Ok(40));
+        assert_eq!(give_back(&word, 440, 40, 400, || 400), Ok(Back::Given(40)));
         assert_eq!(value(&word), 400);
     }
 
@@ -96,8 +113,8 @@ mod tests {
         // Two refused charges stacked 400..440..480, the lower given back first: it takes its 40
         // from the top, and the upper, finding the word below its own end, takes its 40 too.
         let word = AtomicU64::new(480);
-        assert_eq!(give_back(&word, 440, 40, 400, || 400), Ok(40));
-        assert_eq!(give_back(&word, 480, 40, 400, || 400), Ok(40));
+        assert_eq!(give_back(&word, 440, 40, 400, || 400), Ok(Back::Given(40)));
+        assert_eq!(give_back(&word, 480, 40, 400, || 400), Ok(Back::Given(40)));
         assert_eq!(value(&word), 400);
     }
 
@@ -105,7 +122,7 @@ mod tests {
     fn under_an_admission_the_charge_still_goes_back_on_a_still_clock() {
         // A charge 400..440, then an admission on top (440..480) at the same time.
         let word = AtomicU64::new(480);
-        assert_eq!(give_back(&word, 440, 40, 400, || 400), Ok(40));
+        assert_eq!(give_back(&word, 440, 40, 400, || 400), Ok(Back::Given(40)));
         assert_eq!(value(&word), 440, "the admission keeps its 40, starting at its time");
     }
 
@@ -113,14 +130,14 @@ mod tests {
     fn the_time_since_the_charge_stays_and_a_drained_charge_gives_nothing() {
         // Charged at 400 (400..440); 10 units of time later only 30 may go back.
         let word = AtomicU64::new(440);
-        assert_eq!(give_back(&word, 440, 40, 400, || 410), Ok(30));
+        assert_eq!(give_back(&word, 440, 40, 400, || 410), Ok(Back::Given(30)));
         assert_eq!(value(&word), 410);
         // Charged on a backlog (500..540 at time 400), 10 later: the same bound.
         let word = AtomicU64::new(540);
-        assert_eq!(give_back(&word, 540, 40, 400, || 410), Ok(30));
+        assert_eq!(give_back(&word, 540, 40, 400, || 410), Ok(Back::Given(30)));
         // Past the charge's own time: it drained; nothing moves.
         let word = AtomicU64::new(600);
-        assert_eq!(give_back(&word, 440, 40, 400, || 450), Ok(0));
+        assert_eq!(give_back(&word, 440, 40, 400, || 450), Ok(Back::Given(0)));
         assert_eq!(value(&word), 600);
     }
 
@@ -132,17 +149,27 @@ mod tests {
         // exact state. Taking the second charge back "from what is still in the word above the
         // clock" (4 - 3 = 1) would leave 3, moving that admission below its own time.
         let word = AtomicU64::new(12);
-        assert_eq!(give_back(&word, 10, 10, 0, || 0), Ok(10));
+        assert_eq!(give_back(&word, 10, 10, 0, || 0), Ok(Back::Given(10)));
         assert_eq!(value(&word), 2);
         word.store(4, Ordering::Relaxed); // the admission at 3: max(2, 3) + 1
-        assert_eq!(give_back(&word, 12, 2, 0, || 3), Ok(0));
+        assert_eq!(give_back(&word, 12, 2, 0, || 3), Ok(Back::Given(0)));
         assert_eq!(value(&word), 4);
+    }
+
+    #[test]
+    fn regression_a_sealed_word_is_never_lowered() {
+        // A charge 400..440, then the bucket handed over (sealed) before the charge is refused:
+        // the seal stays, and the caller learns the charge went with the state.
+        let word = AtomicU64::new(440);
+        assert_eq!(super::super::seal_moved(&word), Ok(Some(440)));
+        assert_eq!(give_back(&word, 440, 40, 400, || 400), Ok(Back::Sealed));
+        assert_eq!(value(&word), u64::MAX);
     }
 
     #[test]
     fn a_word_below_the_charge_is_never_lowered_past_zero() {
         let word = AtomicU64::new(10);
-        assert_eq!(give_back(&word, 440, 40, 0, || 0), Ok(10));
+        assert_eq!(give_back(&word, 440, 40, 0, || 0), Ok(Back::Given(10)));
         assert_eq!(value(&word), 0);
     }
 
@@ -207,7 +234,10 @@ mod tests {
                     Step::GiveBack(i) if !charges.is_empty() => {
                         let (index, after) = charges.swap_remove(i % charges.len());
                         let (at, cost) = written[index];
-                        let back = give_back(&word, after, cost, at, || now).unwrap();
+                        let Back::Given(back) = give_back(&word, after, cost, at, || now).unwrap()
+                        else {
+                            unreachable!("nothing seals this word")
+                        };
                         proptest::prop_assert!(back <= cost);
                         proptest::prop_assert!(moved || back == cost, "a still clock: all of it");
                         written[index].1 = cost - back;

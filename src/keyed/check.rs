@@ -45,10 +45,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
+        let hash = self.touch_key(key);
         let now_ns = self.clock.now_ns();
         let now = self.rate.units_at(now_ns);
-        let ask = Ask { now, now_ns, n, max_wait: 0, shared_overflow: true, start: &|| 0 };
-        match self.take(key, ask) {
+        let ask = Ask {
+            now,
+            now_ns,
+            n,
+            max_wait: 0,
+            shared_overflow: true,
+            start: &|| FirstState::EMPTY,
+        };
+        match self.take_hashed(key, hash, ask) {
             Ok(taken) => {
                 Ok(Admitted::from_units(taken.state.saturating_sub(taken.now), taken.scale))
             }
@@ -65,8 +73,31 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let Ask { now, now_ns, n, max_wait, .. } = ask;
+        self.take_hashed(key, self.table.hash(key), ask)
+    }
+
+    /// Hashes `key` and asks for the lines of its group (see `Group::touch`): call it before
+    /// reading the clock, so they are fetched meanwhile, then [`KeyedLimiter::take_hashed`].
+    #[inline(always)]
+    pub(crate) fn touch_key<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
         let hash = self.table.hash(key);
+        self.table.touch(hash);
+        hash
+    }
+
+    /// [`KeyedLimiter::take`] of a key whose hash is `hash` (from [`KeyedLimiter::touch_key`]).
+    #[inline(always)]
+    pub(crate) fn take_hashed<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        ask: Ask<'_>,
+    ) -> Result<Taken<'_, K>, Declined>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let Ask { now, now_ns, n, max_wait, .. } = ask;
         let mut insert = false;
         loop {
             let found = if insert {
@@ -167,12 +198,34 @@ pub(crate) struct Ask<'s> {
     /// Whether a key with no room is served by the shared overflow bucket, if there is one
     /// (meters only: the shared bucket keeps no places).
     pub(crate) shared_overflow: bool,
-    /// The least first state of the key's bucket if it must be given a slot: a new bucket starts
-    /// at the larger of this and the table's idle mark. Called under the key's home lock, only
-    /// when a slot is being given to the key (possibly with that slot sealed), and again for each
-    /// slot given to it within one take (after the first was lost to another key): it must
-    /// answer the same each time. Plain keyed limiters give `0`.
-    pub(crate) start: &'s dyn Fn() -> u64,
+    /// The first state of the key's bucket if it must be given a slot (see [`FirstState`]).
+    /// Called under the key's home lock, only when a slot is being given to the key (possibly
+    /// with that slot sealed), and again for each slot given to it within one take (after the
+    /// first was lost to another key): it must answer the same each time. Plain keyed limiters
+    /// give [`FirstState::EMPTY`].
+    pub(crate) start: &'s dyn Fn() -> FirstState,
+}
+
+/// What a taker asks of a new bucket's first state: it opens at the larger of `at_least` and
+/// where the table opens a bucket in that slot (the table's idle mark, and above anything the
+/// slot held before), with `level` units on top. A level handed over from other rules is put on
+/// top, not folded into `at_least`, so that giving back part of it never takes the state below
+/// where the table would have opened it (see `bucket/give_back.rs` and `group.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FirstState {
+    pub(crate) at_least: u64,
+    pub(crate) level: u64,
+}
+
+impl FirstState {
+    /// An empty bucket, opened wherever the table opens one.
+    pub(crate) const EMPTY: FirstState = FirstState { at_least: 0, level: 0 };
+
+    /// The state a bucket opens at, given where the table would open it (`floor`); below
+    /// `ceiling` (the highest state the slot may hold).
+    pub(crate) fn open(self, floor: u64, ceiling: u64) -> u64 {
+        floor.max(self.at_least).saturating_add(self.level).min(ceiling)
+    }
 }
 
 /// A request taken from a key's bucket: the state it left and the time it was taken at, in the

@@ -2,10 +2,10 @@
 //! and giving it back, placing a key at a state chosen as it gets its slot, sealing a key's
 //! bucket once its state was handed over, and a barrier that waits for the inserts in progress.
 
-use super::check::Taken;
+use super::check::{FirstState, Taken};
 use super::slot::{Found, Tat};
 use super::{millis, KeyedLimiter};
-use crate::bucket;
+use crate::bucket::{self, Back};
 use crate::clock::Clock;
 use crate::gcra::Rate;
 use crate::sync::{self, Ordering};
@@ -50,7 +50,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Gives back `key`'s charge of `n` at `at`, which left its bucket at `after`, made at the
-    /// clock reading `charged_ns` (see [`bucket::give_back`]).
+    /// clock reading `charged_ns` (see [`bucket::give_back`]). `false` if the bucket was sealed
+    /// (its state handed over to newer rules, the charge with it): nothing was given back here.
     ///
     /// The clock the bound is taken at is this limiter's, or the table's idle mark if that is
     /// later: so after a clock that went back, a charge whose bucket was forgotten (and a new
@@ -58,27 +59,83 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// A handle made stale by another slot of its group changing key is found again by the key;
     /// a bucket that left its slot (sealed, or the key elsewhere) keeps what is left, which had
     /// drained by then.
-    pub(crate) fn give_back<Q>(&self, key: &Q, at: Charged, after: u64, n: u64, charged_ns: u64)
+    pub(crate) fn give_back<Q>(
+        &self,
+        key: &Q,
+        at: Charged,
+        after: u64,
+        n: u64,
+        charged_ns: u64,
+    ) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let rate = self.rate_of(at == Charged::Shared);
         let (cost, charged_at) = (rate.cost(n), rate.units_at(charged_ns));
-        let mut found = match (at, &self.overflow.shared) {
+        let found = match (at, &self.overflow.shared) {
             (Charged::Slot { group, slot, version }, _) => {
                 let found = self.table.found_at(group as usize, usize::from(slot), version);
-                let Some(found) = found else { return };
+                let Some(found) = found else { return true };
                 found
             }
             (Charged::Shared, Some(shared)) => shared.slot(),
-            (Charged::Shared, None) => return,
+            (Charged::Shared, None) => return true,
         };
+        self.give_back_at(key, found, (after, cost, charged_at), at == Charged::Shared)
+    }
+
+    /// Gives back up to `units` of `key`'s bucket (or, `shared`, of the shared overflow bucket)
+    /// that a reload handed over as of the clock reading `since_ns`, when a charge among them
+    /// was refused after all: `units` less the time since `since_ns` (the level handed over was
+    /// taken then), from the top of the bucket. `Some(false)` if that bucket was sealed in turn;
+    /// `None` if the table does not hold the key (or has no shared bucket).
+    pub(crate) fn give_back_handed_over<Q>(
+        &self,
+        key: &Q,
+        shared: bool,
+        units: u64,
+        since_ns: u64,
+    ) -> Option<bool>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let since = self.rate_of(shared).units_at(since_ns);
+        let found = match &self.overflow.shared {
+            Some(bucket) if shared => bucket.slot(),
+            _ if shared => return None,
+            _ => self.table.find(key, self.table.hash(key))?,
+        };
+        let after = bucket::Word::load(&found).ok()?;
+        Some(self.give_back_at(key, found, (after, units, since), shared))
+    }
+
+    /// Waits for an insert of `key` in progress (it holds the key's home lock throughout).
+    pub(crate) fn wait_for_insert_of<Q: Hash + ?Sized>(&self, key: &Q) {
+        let home = self.table.home(self.table.hash(key));
+        drop(sync::lock(&self.table.shards[home]));
+    }
+
+    /// [`bucket::give_back`] on `found`, `key`'s slot (or the shared bucket), following the key
+    /// if a change of its group made the handle stale: `false` if the bucket was sealed.
+    fn give_back_at<'a, Q>(
+        &'a self,
+        key: &Q,
+        mut found: Found<'a, K>,
+        (after, cost, charged_at): (u64, u64, u64),
+        shared: bool,
+    ) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let rate = self.rate_of(shared);
         let now = || {
             let now = rate.units_at(self.clock().now_ns());
             // Relaxed: a bound read on its own (see `Marks::idle`); the shared bucket has none.
             let idle = self.table.marks.idle.load(Ordering::Relaxed);
-            if at == Charged::Shared {
+            if shared {
                 now
             } else {
                 now.max(idle)
@@ -86,12 +143,13 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         };
         loop {
             match bucket::give_back(&found, after, cost, charged_at, now) {
-                Ok(_) => return,
+                Ok(Back::Given(_)) => return true,
+                Ok(Back::Sealed) => return false,
                 Err(Tat::Moved) => match self.table.find(key, self.table.hash(key)) {
                     Some(again) if same_slot(&again, &found) => found = again,
-                    _ => return,
+                    _ => return true,
                 },
-                Err(_) => return,
+                Err(_) => return true,
             }
         }
     }
@@ -99,7 +157,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// Gives `key` a slot if the table does not hold it, its bucket starting at the larger of
     /// the table's idle mark and `start()`, called as the slot is given (see
     /// [`Ask::start`](super::Ask)); `None` when it has no room.
-    pub(crate) fn settle<Q>(&self, key: &Q, now_ns: u64, start: &dyn Fn() -> u64) -> Option<()>
+    pub(crate) fn settle<Q>(
+        &self,
+        key: &Q,
+        now_ns: u64,
+        start: &dyn Fn() -> FirstState,
+    ) -> Option<()>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,

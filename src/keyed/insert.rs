@@ -16,6 +16,7 @@
 //! share one probe sequence: the table still holds its capacity, but a lookup or insert of such a
 //! key walks that sequence, up to every group of the table (a scan of `capacity / 4` lines).
 
+use super::check::FirstState;
 use super::group::{tag_of, Group, NewKey, SEALED, SLOTS};
 use super::slot::Found;
 use super::table::{At, Table};
@@ -32,7 +33,7 @@ struct Arrival<'q, Q: ?Sized> {
     /// The clock in whole milliseconds (wrapping), for snapshots.
     now_ms: u32,
     /// The least first state of the key's bucket (see [`Ask::start`](super::Ask)).
-    start: &'q dyn Fn() -> u64,
+    start: &'q dyn Fn() -> FirstState,
 }
 
 /// What an insert attempt under the home lock ends with.
@@ -66,7 +67,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
         hash: u64,
         now: u64,
         now_ms: u32,
-        start: &dyn Fn() -> u64,
+        start: &dyn Fn() -> FirstState,
     ) -> Option<Found<'_, K>>
     where
         K: Borrow<Q>,
@@ -116,7 +117,8 @@ impl<K: Hash + Eq + Clone> Table<K> {
             };
             let (group, side) = (at.line(), at.side());
             if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
-                let version = group.fill(slot, self.new_key(new, group, slot), self.opening(new));
+                let version =
+                    group.fill(side, slot, self.new_key(new, group, slot), self.opening(new));
                 return Some(Step::Done(Some(at.found(slot, version))));
             }
             idle.extend((0..SLOTS).filter_map(|slot| {
@@ -166,7 +168,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                 for (slot, &tag) in tags.iter().enumerate() {
                     let found = if tag == 0 {
                         let key = self.new_key(new, group, slot);
-                        Some(at.found(slot, group.fill(slot, key, self.opening(new))))
+                        Some(at.found(slot, group.fill(side, slot, key, self.opening(new))))
                     } else if let Some(idle_tat) = group.idle_tat(side, slot, new.now) {
                         self.reclaim(new, gi, (slot, idle_tat))
                     } else {
@@ -198,7 +200,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
         for p in 0..self.reach(hash) {
             let gi = self.position(hash, p);
             let Some(at) = self.at(gi) else { return Search::Missing };
-            match at.line().find(key, tag) {
+            match at.find(key, tag) {
                 (Some((slot, version)), _) => {
                     let found = at.found(slot, version);
                     if found.is_sealed() {
@@ -240,7 +242,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
             // Relaxed: the new value reaches a later insert of the forgotten key through the
             // Release publication of the group that follows (it must find the key gone first).
             let forgotten_at = self.marks.idle.fetch_max(new.now, Ordering::Relaxed).max(new.now);
-            forgotten_at.max(held + 1).max((new.start)())
+            (new.start)().open(forgotten_at.max(held + 1), SEALED - 1)
         })?;
         Some(at.found(slot, version))
     }
@@ -253,12 +255,12 @@ impl<K: Hash + Eq + Clone> Table<K> {
         self.marks.idle.fetch_max(now.min(SEALED - 1), Ordering::Relaxed);
     }
 
-    /// The first `TAT` of the arriving key's bucket in a never-used slot: the latest time a key
-    /// was forgotten, or the state the key's taker chose if that is later.
+    /// The first `TAT` of the arriving key's bucket in a never-used slot: from the latest time a
+    /// key was forgotten, as the key's taker asks (see [`FirstState`]).
     fn opening<Q: ?Sized>(&self, new: &Arrival<'_, Q>) -> u64 {
         // Relaxed: as in `reclaim`.
         let forgotten_at = self.marks.idle.load(Ordering::Relaxed);
-        forgotten_at.max((new.start)()).min(SEALED - 1)
+        (new.start)().open(forgotten_at, SEALED - 1)
     }
 
     /// Records that a key of `hash`'s window was placed at position `p` of its probe sequence.

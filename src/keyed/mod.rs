@@ -7,6 +7,7 @@ mod group;
 mod handoff;
 mod hasher;
 mod insert;
+mod key_blocks;
 mod model_hooks;
 mod overflow;
 mod page;
@@ -15,7 +16,7 @@ mod snapshot;
 mod table;
 
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
-pub(crate) use check::Ask;
+pub(crate) use check::{Ask, FirstState};
 pub(crate) use handoff::Charged;
 pub(crate) use hasher::{head, RandomSeed};
 pub use overflow::OverflowPolicy;
@@ -67,16 +68,17 @@ use table::Table;
 /// # Memory and cost
 ///
 /// A table for `n` keys has `n` rounded up to a power of two slots (at least 64, at most
-/// [`MAX_CAPACITY`]), so between 1 and 2 slots per key it guarantees. A slot costs
-/// `30 + size_of::<K>()` bytes once its page is allocated: 16 for its share of its group's
-/// 64-byte line (state words, tags, last use), 10 for its share of the group's side data (the
-/// lowering high-waters and reach that make reuse and full windows safe), and
-/// `4 + size_of::<K>()` for its share of the group's shared array of keys. So 38 bytes for `u64`
-/// keys, 54 for `String` keys (plus the strings). Pages are allocated when a key first reaches
-/// them and kept for the table's life; only a list of pages (at most 2^16 entries) is allocated up
-/// front.
+/// [`MAX_CAPACITY`]), so between 1 and 2 slots per key it guarantees. A slot costs 56 bytes for
+/// `u64` keys once its page is allocated: 32 for its share of its group's two lines (one with the
+/// state words, tags and last uses, one with the group's keys), and 24 for its share of the
+/// group's side data (the lowering high-waters and reach that make reuse and full windows safe,
+/// and a second copy of the keys, which lets checks read keys without waiting while one
+/// changes). Keys are kept twice, inline: `String` keys take 102 bytes a slot (plus the strings).
+/// Pages are allocated when a key first reaches them and kept for the table's life; only a list
+/// of pages (at most 2^16 entries) is allocated up front.
 ///
-/// A check of a tracked key in its window reads two cache lines (its group, its keys). A key
+/// A check of a tracked key in its window reads one aligned pair of cache lines (its group's
+/// state words and its keys), which processors fetch together. A key
 /// placed past its window (only when its window was full: above about 60% load with the seeded
 /// hasher) is found after a search of the groups between; with degenerate hashes (a `Hash` that
 /// writes the same bytes for many keys) those keys share one sequence, and a lookup or insert of

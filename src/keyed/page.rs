@@ -1,7 +1,7 @@
 //! A page: a run of groups of one shard, allocated the first time a key needs one of them.
 //!
-//! A table reserves only its list of pages up front; a page's groups (64 bytes each) and their
-//! side data (40 bytes each) are allocated when an insert first reaches the page, under the lock
+//! A table reserves only its list of pages up front; a page's groups (128 bytes each for `u64`
+//! keys) and their side data (96 bytes each) are allocated when an insert first reaches the page, under the lock
 //! of the page's shard, and then live as long as the table. So a table made for far more keys than
 //! it ever sees costs memory for the pages its keys reach, never more than its capacity, and an
 //! allocation that fails is a page a key cannot use (like a full one), not an abort.
@@ -12,7 +12,7 @@ use crate::sync::SetOnce;
 /// A page's groups and their side data, index for index.
 pub(crate) struct Page<K> {
     groups: Vec<Group<K>>,
-    sides: Vec<Side>,
+    sides: Vec<Side<K>>,
     /// The table-wide index of the page's first group.
     first: usize,
 }
@@ -47,7 +47,7 @@ impl<K> Page<K> {
     }
 
     /// Group `i`'s side data, for cold paths.
-    pub(crate) fn side(&self, i: usize) -> &Side {
+    pub(crate) fn side(&self, i: usize) -> &Side<K> {
         &self.sides[i]
     }
 }

@@ -42,10 +42,10 @@ use std::hash::{BuildHasher, Hash};
 /// How many groups (of [`SLOTS`] slots) form a key's window, from its hash.
 pub(crate) const WINDOW: usize = 16;
 
-/// Pages hold at least this many groups (512 KiB of lines, 832 KiB with their side data), or a
-/// whole shard if it is smaller: so tables of up to 2^21 slots have one page per shard, and the
-/// list of pages a lookup reads stays as small as a list of shards (64 entries).
-const MIN_PAGE_GROUPS: usize = 8192;
+/// Pages hold at least this many groups (512 KiB of lines and keys, 896 KiB with their side data
+/// for `u64` keys), or a whole shard if it is smaller: so tables of up to 2^20 slots have one page
+/// per shard, and the list of pages a lookup reads stays short (128 entries at 2^21 slots).
+const MIN_PAGE_GROUPS: usize = 4096;
 
 /// A table has at most 2^16 pages, so its list of pages stays small however large its capacity.
 const MAX_PAGES_LOG2: u32 = 16;
@@ -198,13 +198,13 @@ impl<K> Table<K> {
             (self.pages.iter().enumerate()).filter_map(|(i, page)| Some((i, page.get()?)));
         let page_groups = self.page_mask + 1;
         let groups = allocated.flat_map(|(i, page)| {
-            (0..page_groups).map(move |j| (i * page_groups + j, page.line(j)))
+            (0..page_groups).map(move |j| (i * page_groups + j, page.line(j), page.side(j)))
         });
-        for (gi, group) in groups {
-            let slots = (0..3).find_map(|_| group.read_all()).unwrap_or_else(|| {
+        for (gi, group, side) in groups {
+            let slots = (0..3).find_map(|_| group.read_all(side)).unwrap_or_else(|| {
                 let _shard = sync::lock(&self.shards[self.shard_of(gi)]);
                 // Under the lock no slot of the group changes key, so this read succeeds.
-                group.read_all().unwrap_or_default()
+                group.read_all(side).unwrap_or_default()
             });
             for (key, tat, used) in slots {
                 f(key, tat, used);
@@ -232,13 +232,22 @@ impl<K: Hash + Eq + Clone> Table<K> {
         let start = (hash >> 16) as usize;
         for p in 0..self.window {
             let at = self.at(base | (start.wrapping_add(p) & self.group_mask))?;
-            match at.line().find(key, tag) {
+            match at.find(key, tag) {
                 (Some((slot, version)), _) => return Some(at.found(slot, version)),
                 (None, true) => return None,
                 (None, false) => {}
             }
         }
         self.find_past_window(key, hash)
+    }
+
+    /// Asks for the lines of the first group of `hash`'s window (see [`Group::touch`]): call it
+    /// before reading the clock, then [`Table::find`].
+    #[inline(always)]
+    pub(crate) fn touch(&self, hash: u64) {
+        if let Some(at) = self.at(self.position(hash, 0)) {
+            at.line().touch();
+        }
     }
 
     /// The rest of [`Table::find`], for a key whose window has no unused slot: the probe sequence
@@ -253,7 +262,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
         let tag = tag_of(hash);
         for p in self.window..self.reach(hash) {
             let at = self.at(self.position(hash, p))?;
-            match at.line().find(key, tag) {
+            match at.find(key, tag) {
                 (Some((slot, version)), _) => return Some(at.found(slot, version)),
                 (None, true) => return None,
                 (None, false) => {}
@@ -285,8 +294,18 @@ impl<'t, K> At<'t, K> {
     }
 
     /// The group's side data.
-    pub(super) fn side(self) -> &'t Side {
+    pub(super) fn side(self) -> &'t Side<K> {
         self.page.side(self.index)
+    }
+
+    /// The slot holding `key` in this group (see [`Group::find`]).
+    #[inline(always)]
+    pub(super) fn find<Q>(self, key: &Q, tag: u8) -> (Option<(usize, u32)>, bool)
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        self.line().find(self.side(), key, tag)
     }
 
     /// The handle on slot `slot` of the group, found at group version `version`.

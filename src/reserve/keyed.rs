@@ -5,7 +5,7 @@ use crate::bucket;
 use crate::clock::Clock;
 use crate::decision::Denied;
 use crate::gcra::Rate;
-use crate::keyed::{Ask, KeyedLimiter};
+use crate::keyed::{Ask, FirstState, KeyedLimiter};
 use crate::reserve::reservation::{duration_ns, Lane, Place};
 use crate::reserve::{Reservation, WaitPolicy};
 use std::borrow::Borrow;
@@ -180,7 +180,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let now = rate.units_at(now_ns);
         let max_wait = rate.ns_to_units_ceil(duration_ns(max_wait));
         // The shared overflow bucket keeps no places: a key with no room is denied here.
-        let ask = Ask { now, now_ns, n, max_wait, shared_overflow: false, start: &|| 0 };
+        let ask =
+            Ask { now, now_ns, n, max_wait, shared_overflow: false, start: &|| FirstState::EMPTY };
         let taken = self.take(key, ask).map_err(|declined| declined.denied())?;
         let slot = taken.slot.map(|found| found.locator());
         Ok(Place::granted_in(rate, now, n, taken.state, slot))

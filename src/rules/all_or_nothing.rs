@@ -9,7 +9,9 @@
 //! it was made (`bucket::give_back`: the whole charge on a clock that stands still, whatever
 //! other charges and admissions stand on it; otherwise less the time since the charge, never
 //! below what the requests admitted need), and the buckets not reached are read without being
-//! charged, for the report. A rule in shadow mode that refuses gives back its own charges only
+//! charged, for the report. A bucket a reload sealed meanwhile is never lowered: its level, the
+//! charge in it, went to the newer rules, and the charge is given back there
+//! ([`Generation::give_back_handed_over`]). A rule in shadow mode that refuses gives back its own charges only
 //! and lets the request go on.
 //!
 //! A key with no room in its table is served as its rule's overflow policy says: refused as by a
@@ -27,7 +29,7 @@ use super::counters::Count;
 use super::generation::{Generation, Table, MOVED};
 use super::RuleLimiter;
 use crate::clock::Clock;
-use crate::keyed::{Ask, Charged as Where};
+use crate::keyed::{Ask, Charged as Where, FirstState};
 use std::cell::Cell;
 
 /// Buckets decided without allocating; more go to the heap.
@@ -140,6 +142,8 @@ pub(super) fn decide<C: Clock + 'static>(
     if count == 0 {
         return Step::Decided(UNTRACKED);
     }
+    // Counted in flight until the decision is made (see `successor.rs`); replaced rules: again.
+    let Some(_in_flight) = generation.enter_pass(thread) else { return Step::Moved };
     let pass = Pass { lim, generation, keys, n, moved_is_final, thread };
     let fill = |entries: &mut [Entry]| {
         let mut i = 0;
@@ -268,7 +272,8 @@ impl<C: Clock + 'static> Pass<'_, C> {
         let now = rate.units_at(now_ns);
         let key = self.keys[entry.key as usize];
         // A peek never gives a key a slot, so it chooses no first state.
-        let ask = Ask { now, now_ns, n: 0, max_wait: 0, shared_overflow: true, start: &|| 0 };
+        let start = || FirstState::EMPTY;
+        let ask = Ask { now, now_ns, n: 0, max_wait: 0, shared_overflow: true, start: &start };
         let tat = table.take(key, ask).map_or(now, |taken| taken.state);
         if tat == MOVED && !self.moved_is_final {
             return true;
@@ -320,7 +325,13 @@ impl<C: Clock + 'static> Pass<'_, C> {
             let Mark::Charged(at) = entry.mark else { continue };
             let table = self.table(entry);
             let key = self.keys[entry.key as usize];
-            table.give_back(key, at, entry.state, self.n, now_ns);
+            if !table.give_back(key, at, entry.state, self.n, now_ns) {
+                // Sealed: the charge went with the level a reload handed over; give it back there.
+                let shared = at == Where::Shared;
+                let cost = table.rate_of(shared).cost(self.n);
+                let bucket = (entry.rule as usize, entry.quota as usize);
+                self.generation.give_back_handed_over(key, bucket, shared, cost);
+            }
             entry.state =
                 entry.state.saturating_sub(table.rate_of(at == Where::Shared).cost(self.n));
             entry.mark = Mark::Clear { shared: at == Where::Shared };

@@ -9,7 +9,7 @@ use super::{Rule, Rules};
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::Scale;
-use crate::keyed::{Ask, KeyedLimiter};
+use crate::keyed::{Ask, FirstState, KeyedLimiter};
 use crate::quota::Quota;
 use crate::sync::{self, Mutex, LOOM};
 use std::cell::Cell;
@@ -181,12 +181,13 @@ impl<C: Clock + 'static> RuleLimiter<C> {
         n: u64,
         moved_is_final: bool,
     ) -> Checked<C> {
+        let hash = table.touch_key(key);
         let now_ns = self.clock.now_ns();
         let now = table.rate().units_at(now_ns);
         let chosen = Cell::new(None);
         let start = || first_state(&chosen, generation, key, rule_number, 0);
         let ask = Ask { now, now_ns, n, max_wait: 0, shared_overflow: true, start: &start };
-        match table.take(key, ask) {
+        match table.take_hashed(key, hash, ask) {
             Ok(taken) if taken.state != MOVED || moved_is_final => {
                 rule.counters.add_at(thread, Count::Admitted);
                 let backlog = taken.state.saturating_sub(taken.now);
@@ -341,12 +342,12 @@ fn decision(figures: Figures) -> Result<Admitted, Denied> {
 /// it): see [`Ask::start`].
 #[inline]
 pub(super) fn first_state<C: Clock>(
-    chosen: &Cell<Option<u64>>,
+    chosen: &Cell<Option<FirstState>>,
     generation: &Generation<C>,
     key: &str,
     rule: usize,
     quota: usize,
-) -> u64 {
+) -> FirstState {
     match chosen.get() {
         Some(state) => state,
         None => {

@@ -28,10 +28,11 @@
 
 use super::counters::RuleCounters;
 use super::resolve::Resolver;
+use super::successor::Successor;
 use super::Rule;
 use crate::clock::Clock;
 use crate::gcra::Rate;
-use crate::keyed::KeyedLimiter;
+use crate::keyed::{FirstState, KeyedLimiter};
 use crate::sync::{self, AtomicU32, Mutex, Ordering, SwapCell};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,6 +61,9 @@ pub(crate) struct Generation<C: Clock> {
     pub(crate) rules: Box<[CompiledRule<C>]>,
     /// The set this one replaced, while its levels are being handed over; `None` after.
     pub(crate) source: SwapCell<Generation<C>>,
+    /// The set that replaced this one, where a charge that went with a level handed over is
+    /// given back, for as long as one may (see `successor.rs`).
+    pub(crate) successor: Successor<C>,
     /// The clock reading (ns) when this set took over: levels are handed over as of then.
     pub(crate) since_ns: u64,
     /// 1 once a newer set replaced this one: new keys start `MOVED`. Read by inserts under a
@@ -67,10 +71,11 @@ pub(crate) struct Generation<C: Clock> {
     closed: AtomicU32,
     /// 1 once every insert that started before `closed` was set has finished.
     barrier_passed: AtomicU32,
+
     /// Levels handed over by a reload to keys that found no room in these tables then, by key
     /// and quota, as first states in these tables' units: taken by the key's first insert (or
     /// by the next reload). Touched only on inserts and reloads.
-    orphans: Mutex<HashMap<(Box<str>, usize), u64>>,
+    orphans: Mutex<HashMap<(Box<str>, usize), FirstState>>,
 }
 
 impl<C: Clock> Generation<C> {
@@ -81,14 +86,17 @@ impl<C: Clock> Generation<C> {
         since_ns: u64,
     ) -> Self {
         let cell = SwapCell::empty();
+        let replacing = source.is_some();
         cell.store(source);
         Generation {
             resolver,
             rules,
             source: cell,
+            successor: Successor::new(replacing),
             since_ns,
             closed: AtomicU32::new(0),
             barrier_passed: AtomicU32::new(0),
+
             orphans: Mutex::new(HashMap::new()),
         }
     }
@@ -101,23 +109,23 @@ impl<C: Clock> Generation<C> {
     /// The first state of `key`'s bucket for quota `quota` of rule `rule`, chosen under the
     /// key's home lock as it gets a slot: `MOVED` once closed, else the level handed over from
     /// the source, else empty.
-    pub(crate) fn first_state(&self, key: &str, rule: usize, quota: usize) -> u64 {
+    pub(crate) fn first_state(&self, key: &str, rule: usize, quota: usize) -> FirstState {
         // Acquire: pairs with the Release store in `close`, so an insert that starts its key
         // `MOVED` then sees the rules that replaced these (stored before), and its check goes
         // there next. (The barrier orders the flag for inserts that start after it; this orders
         // what comes with it for those that see it early.)
         if self.closed.load(Ordering::Acquire) == 1 {
-            return MOVED;
+            return FirstState { at_least: MOVED, level: 0 };
         }
         let handed = self.source.read(|source| {
             let to = self.rules[rule].tables[quota].rate();
             source?.hand_over(key, quota, to, self.since_ns)
         });
-        handed.or_else(|| self.take_orphan(key, quota)).unwrap_or(0)
+        handed.or_else(|| self.take_orphan(key, quota)).unwrap_or(FirstState::EMPTY)
     }
 
     /// The level a reload left for `key`'s bucket `quota` when it found no room, if any.
-    fn take_orphan(&self, key: &str, quota: usize) -> Option<u64> {
+    fn take_orphan(&self, key: &str, quota: usize) -> Option<FirstState> {
         self.with_orphans(|orphans| match orphans.is_empty() {
             true => None,
             false => orphans.remove(&(key.into(), quota)),
@@ -129,7 +137,7 @@ impl<C: Clock> Generation<C> {
     /// the old bucket handed over) waits for the level to be there.
     pub(crate) fn with_orphans<R>(
         &self,
-        f: impl FnOnce(&mut HashMap<(Box<str>, usize), u64>) -> R,
+        f: impl FnOnce(&mut HashMap<(Box<str>, usize), FirstState>) -> R,
     ) -> R {
         f(&mut sync::lock(&self.orphans))
     }
@@ -139,6 +147,8 @@ impl<C: Clock> Generation<C> {
     pub(crate) fn close(&self) {
         // Release: see `first_state`; the barrier below orders it for every later insert.
         self.closed.store(1, Ordering::Release);
+        // Passes that start from now on charge nothing here (`successor.rs`).
+        self.close_passes();
         // Acquire: pairs with the Release store below, so a thread that skips the barrier sees
         // every insert the barrier waited for.
         if self.barrier_passed.load(Ordering::Acquire) == 1 {
@@ -154,10 +164,16 @@ impl<C: Clock> Generation<C> {
     }
 
     /// Hands `key`'s bucket for quota `quota` over: seals it `MOVED` and returns its level as a
-    /// first state in rate `to`, taken at `at_ns` (0 for an empty bucket). `None` when this set
+    /// first state in rate `to`, taken at `at_ns` (empty for an empty bucket). `None` when this set
     /// holds no level for it: the key is absent, or its bucket was handed over already. A level
     /// kept for a key that had no room here is handed over the same way.
-    pub(crate) fn hand_over(&self, key: &str, quota: usize, to: &Rate, at_ns: u64) -> Option<u64> {
+    pub(crate) fn hand_over(
+        &self,
+        key: &str,
+        quota: usize,
+        to: &Rate,
+        at_ns: u64,
+    ) -> Option<FirstState> {
         self.close();
         let table = self.resolver.resolve(key).and_then(|r| self.rules[r].tables.get(quota))?;
         // Closed: a key absent now never gets a bucket that admits. The seal's Release fence: a
@@ -167,7 +183,84 @@ impl<C: Clock> Generation<C> {
             return Some(carry(tat, table.rate(), to, at_ns));
         }
         let orphan = self.take_orphan(key, quota)?;
-        Some(carry(orphan, table.rate(), to, at_ns))
+        let state = orphan.open(0, MOVED - 1);
+        Some(carry(state, table.rate(), to, at_ns))
+    }
+
+    /// Gives back, where this set handed it over, a charge of `cost` units (of the bucket's rate)
+    /// that was still in a bucket of quota `quota` of rule `rule` (`key`'s, or with `shared` the
+    /// rule's shared overflow bucket) when a reload sealed it, for a request refused after all.
+    ///
+    /// The level handed over counted the charge, so it is given back from the bucket the level
+    /// went to, in the newer rules (and on, if those were replaced in turn), as much of it as
+    /// that level can hold: its size in the new units rounded down, and none of what the new
+    /// quota's burst may have cut (see [`handed_over_part`]), less the time since the level was
+    /// taken. So a refused request keeps nothing across a reload on a clock that stood still
+    /// when the new burst holds the old bucket; otherwise it may leave part of its charge in the
+    /// new bucket (which then refuses that much more until it drains), never take back more.
+    pub(crate) fn give_back_handed_over(
+        &self,
+        key: &str,
+        (rule, quota): (usize, usize),
+        shared: bool,
+        cost: u64,
+    ) {
+        let path = &self.rules[rule].path;
+        let mut from = *self.rules[rule].tables[quota].rate_of(shared);
+        let mut units = cost;
+        let mut next = self.successor();
+        while let Some(generation) = next {
+            let rule = match shared {
+                true => generation.rules.iter().position(|r| r.path == *path),
+                false => generation.resolver.resolve(key),
+            };
+            // A quota with no counterpart took no level over.
+            let Some(to) = rule.and_then(|rule| generation.rules[rule].tables.get(quota)) else {
+                return;
+            };
+            units = handed_over_part(units, &from, to.rate_of(shared));
+            if units == 0 || generation.give_back_to(to, key, quota, shared, units) {
+                return;
+            }
+            // Sealed in turn: the level went on to the set after.
+            from = *to.rate_of(shared);
+            next = generation.successor();
+        }
+    }
+
+    /// Gives back `units` handed over by the set before, from `key`'s bucket for quota `quota` in
+    /// `table` (one of this set's), or from the level kept for it here for lack of room; `false`
+    /// if its bucket was sealed in turn.
+    fn give_back_to(
+        &self,
+        table: &Table<C>,
+        key: &str,
+        quota: usize,
+        shared: bool,
+        units: u64,
+    ) -> bool {
+        let mut waited = false;
+        loop {
+            if let Some(given) = table.give_back_handed_over(key, shared, units, self.since_ns) {
+                return given;
+            }
+            if shared || waited {
+                break;
+            }
+            // The level may be on its way in: the hand-over inserts the key under its home lock.
+            table.wait_for_insert_of(key);
+            waited = true;
+        }
+        // Kept for lack of room (the hand-over keeps it under this lock): lower what is kept.
+        let rate = table.rate();
+        let elapsed =
+            rate.units_at(table.clock().now_ns()).saturating_sub(rate.units_at(self.since_ns));
+        self.with_orphans(|orphans| {
+            if let Some(state) = orphans.get_mut(&(key.into(), quota)) {
+                state.level -= units.saturating_sub(elapsed).min(state.level);
+            }
+        });
+        true
     }
 
     /// The keys and quotas with a level kept here for lack of room (for the next reload).
@@ -179,12 +272,26 @@ impl<C: Clock> Generation<C> {
 }
 
 /// The first state, in rate `to`, of a bucket whose state was `tat` in rate `from`, as of `at_ns`:
-/// its level (see [`level`]) on top of that time; 0 for an empty bucket.
-pub(crate) fn carry(tat: u64, from: &Rate, to: &Rate, at_ns: u64) -> u64 {
+/// its level (see [`level`]) on top of that time; empty for an empty bucket.
+pub(crate) fn carry(tat: u64, from: &Rate, to: &Rate, at_ns: u64) -> FirstState {
     match level(tat, from, to, at_ns) {
-        0 => 0,
-        level => to.ns_to_units_ceil(at_ns).saturating_add(level).min(MOVED - 1),
+        0 => FirstState::EMPTY,
+        level => FirstState { at_least: to.ns_to_units_ceil(at_ns), level },
     }
+}
+
+/// Of a charge of `cost` units of rate `from` that a level handed over to rate `to` counted, the
+/// part that level surely holds: the charge in `to`'s units, rounded down, less what capping the
+/// level at `to`'s burst may have cut from it. The cut is at most what the fullest bucket of
+/// `from` exceeds `to`'s burst by after the charge (the part a level can lose to the cap only
+/// shrinks as the level grows), so this is exact whenever `to`'s burst holds all of `from`'s.
+pub(crate) fn handed_over_part(cost: u64, from: &Rate, to: &Rate) -> u64 {
+    let (from_s, to_s) = (u128::from(from.scale().interval()), u128::from(to.scale().interval()));
+    let part = u64::try_from(u128::from(cost) * to_s / from_s).unwrap_or(u64::MAX);
+    let fullest = u128::from(from.scale().tau()) * to_s;
+    let fullest = u64::try_from(fullest.div_ceil(from_s)).unwrap_or(u64::MAX);
+    let room = to.scale().tau().saturating_add(part).saturating_sub(fullest);
+    part.min(room)
 }
 
 /// The level of a bucket whose state was `tat` in rate `from`, as of `at_ns`, in units of rate
@@ -209,16 +316,17 @@ mod tests {
         let to = Rate::new(1, 1_000_000_000, 5).unwrap();
         let at = 2_000_000_000;
         let tat = from.units_at(at) + 3 * from.scale().interval();
-        assert_eq!(carry(tat, &from, &to, at), to.units_at(at) + 3 * to.scale().interval());
+        let open = |state: FirstState| state.open(0, u64::MAX);
+        assert_eq!(open(carry(tat, &from, &to, at)), to.units_at(at) + 3 * to.scale().interval());
         // Capped at the new burst.
         let tat = from.units_at(at) + 10 * from.scale().interval();
-        assert_eq!(carry(tat, &from, &to, at), to.units_at(at) + 5 * to.scale().interval());
+        assert_eq!(open(carry(tat, &from, &to, at)), to.units_at(at) + 5 * to.scale().interval());
         // A fraction of a unit is rounded up: 2.5 units of 10/s are 2.5 units of 1/s.
         let tat = from.units_at(at) + 5 * from.scale().interval() / 2;
-        let carried = carry(tat, &from, &to, at) - to.units_at(at);
+        let carried = carry(tat, &from, &to, at).level;
         assert_eq!(carried, 5 * to.scale().interval() / 2);
         // An idle bucket carries nothing.
-        assert_eq!(carry(from.units_at(at) - 1, &from, &to, at), 0);
+        assert_eq!(carry(from.units_at(at) - 1, &from, &to, at), FirstState::EMPTY);
     }
 
     #[test]
@@ -228,7 +336,7 @@ mod tests {
         let to = Rate::new(1, 1_000_000_000, 1).unwrap();
         let (s1, s2) = (u128::from(from.scale().interval()), u128::from(to.scale().interval()));
         let backlog = from.scale().interval() / 3;
-        let carried = u128::from(carry(backlog, &from, &to, 0));
+        let carried = u128::from(carry(backlog, &from, &to, 0).level);
         assert!(carried * s1 >= u128::from(backlog) * s2, "never less than the level");
         assert!((carried - 1) * s1 < u128::from(backlog) * s2, "less than a unit more");
     }

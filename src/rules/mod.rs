@@ -29,6 +29,7 @@ mod metrics;
 mod reload;
 mod resolve;
 mod rule;
+mod successor;
 #[cfg(feature = "rules-file")]
 mod watch;
 

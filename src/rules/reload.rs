@@ -45,6 +45,9 @@ impl<C: Clock + 'static> RuleLimiter<C> {
         let old = self.current.load_full();
         let since_ns = self.clock.now_ns();
         let new = Arc::new(self.compile(&rules, Some(old.clone()), since_ns));
+        // Before anything of `old` is sealed (a check on `new` may seal a key at once): a charge
+        // sealed in `old` is given back where its level went.
+        old.link_successor(new.clone());
         self.current.store(new.clone());
         old.close();
         self.hand_over_all(&old, &new);
@@ -105,7 +108,7 @@ impl<C: Clock + 'static> RuleLimiter<C> {
             }
             new.with_orphans(|orphans| {
                 if let Some(state) = old.hand_over(&key, quota, to.rate(), new.since_ns) {
-                    if state > 0 {
+                    if state.level > 0 {
                         orphans.insert((key.into(), quota), state);
                     }
                 }

@@ -16,12 +16,12 @@ pub(crate) use swap_cell::SwapCell;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// `std`'s atomics under every cfg, for process-wide state that loom never models (the coarse
 /// clock's shared time, written by a real background thread).
