@@ -1,0 +1,405 @@
+//! [`Worker`]: takes jobs as their lanes' pace allows, runs them with a handler, records how each
+//! run ended, renews leases, and sleeps in between.
+//!
+//! # Implementation details
+//!
+//! One loop, one transaction per turn: the outcomes of the runs that ended since the last turn
+//! are recorded in the same transaction that takes the next jobs (so a worker at concurrency 1
+//! commits once per job). The transaction also reports the earliest time anything may become
+//! takeable (a lane's next slot, a delayed job, a lease's end); the loop then sleeps until that
+//! time, a run ending, a lease renewal (every third of the lease), a stop, or a change to the
+//! database (an add through this handle, PostgreSQL `NOTIFY`, or SQLite's `data_version` seen
+//! to move, see [`crate::store`]). It never polls to find out when a lane may go.
+
+mod progress;
+mod rules_file;
+
+pub use progress::{Event, Progress, Snapshot};
+
+use crate::error::Error;
+use crate::job::{Job, Outcome};
+use crate::jobs::Jobs;
+use crate::store::{Completion, Taken};
+use futures_util::FutureExt;
+use progress::Counter;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// How often done jobs past the retention are purged.
+const PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// How long to wait before retrying after a failed database operation (doubling to a minute).
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+
+type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Runs jobs from a [`Jobs`] queue, `concurrency` at a time, until stopped.
+///
+/// ```
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// use leakgate_jobs::{Jobs, LaneRules, Outcome};
+/// let dir = tempfile::tempdir()?;
+/// let jobs = Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
+/// jobs.set_rules(&LaneRules::from_toml("refunds = \"50/s burst 1\"")?).await?;
+/// for order in 1..=5 {
+///     jobs.add("refunds/bank-a", format!("order {order}")).await?;
+/// }
+/// let summary = jobs
+///     .worker()
+///     .concurrency(2)
+///     .until_empty(true)
+///     .run(|job| async move {
+///         println!("refunding {}", String::from_utf8_lossy(job.payload()));
+///         Outcome::Done
+///     })
+///     .await?;
+/// assert_eq!(summary.done, 5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use]
+pub struct Worker {
+    jobs: Jobs,
+    concurrency: usize,
+    until_empty: bool,
+    rules_file: Option<PathBuf>,
+    rules_poll: Duration,
+    retention: Option<Duration>,
+    stop: watch::Sender<bool>,
+    progress: Progress,
+    events: Option<EventSink>,
+}
+
+/// Stops a [`Worker`]: it takes no new job, lets running ones finish, and returns.
+///
+/// ```
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// # let dir = tempfile::tempdir()?;
+/// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
+/// let worker = jobs.worker();
+/// let stop = worker.stopper();
+/// stop.stop();
+/// let summary = worker.run(|_| async { leakgate_jobs::Outcome::Done }).await?;
+/// assert_eq!(summary.started, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Stop {
+    tx: watch::Sender<bool>,
+}
+
+impl Stop {
+    /// Asks the worker to stop.
+    ///
+    /// ```no_run
+    /// # fn f(stop: leakgate_jobs::Stop) { stop.stop(); }
+    /// ```
+    pub fn stop(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+impl Jobs {
+    /// A worker on this queue, with the defaults: concurrency 1, runs until stopped, done jobs
+    /// kept for 7 days.
+    ///
+    /// ```no_run
+    /// # async fn f(jobs: leakgate_jobs::Jobs) -> Result<(), leakgate_jobs::Error> {
+    /// jobs.worker().concurrency(8).run(|job| async move {
+    ///     // send the refund...
+    ///     leakgate_jobs::Outcome::Done
+    /// }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn worker(&self) -> Worker {
+        Worker {
+            jobs: self.clone(),
+            concurrency: 1,
+            until_empty: false,
+            rules_file: None,
+            rules_poll: Duration::from_secs(1),
+            retention: Some(Duration::from_secs(7 * 86_400)),
+            stop: watch::Sender::new(false),
+            progress: Progress::default(),
+            events: None,
+        }
+    }
+}
+
+impl Worker {
+    /// Runs at once (default 1). At least 1.
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) { let w = jobs.worker().concurrency(16); }
+    /// ```
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Return once no job is waiting or running in the whole database.
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) { let w = jobs.worker().until_empty(true); }
+    /// ```
+    pub fn until_empty(mut self, on: bool) -> Self {
+        self.until_empty = on;
+        self
+    }
+
+    /// Reads lane rules from this file at start (a bad file is an error then) and stores them
+    /// for every worker; reads it again every `poll` (default 1 s) and stores it when it has
+    /// changed and parses (a bad change is reported and the rules in force stay).
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) {
+    /// let w = jobs.worker().rules_file("rules.toml", std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn rules_file(mut self, path: impl Into<PathBuf>, poll: Duration) -> Self {
+        self.rules_file = Some(path.into());
+        self.rules_poll = poll.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Remove done jobs finished longer ago than this (checked every 10 minutes); `None` keeps
+    /// them. Their idempotency keys are forgotten with them.
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) {
+    /// let w = jobs.worker().retention(Some(std::time::Duration::from_secs(86_400)));
+    /// # }
+    /// ```
+    pub fn retention(mut self, keep: Option<Duration>) -> Self {
+        self.retention = keep;
+        self
+    }
+
+    /// Called with each [`Event`] (rules reloaded or rejected, a lease lost, a database error
+    /// being retried).
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) {
+    /// let w = jobs.worker().on_event(|event| eprintln!("{event}"));
+    /// # }
+    /// ```
+    pub fn on_event(mut self, sink: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.events = Some(Arc::new(sink));
+        self
+    }
+
+    /// A handle that stops this worker.
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) { let w = jobs.worker(); let stop = w.stopper(); }
+    /// ```
+    pub fn stopper(&self) -> Stop {
+        Stop { tx: self.stop.clone() }
+    }
+
+    /// Live counts of this worker.
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) { let w = jobs.worker(); let p = w.progress(); }
+    /// ```
+    pub fn progress(&self) -> Progress {
+        self.progress.clone()
+    }
+
+    /// Runs jobs with `handler` until stopped (or, with [`until_empty`](Self::until_empty), until
+    /// the queue is empty); answers the counts. A handler that panics fails its run.
+    ///
+    /// Errors only when the rules file cannot be used at start; database errors later are
+    /// reported as [`Event::Retrying`] and retried.
+    ///
+    /// ```no_run
+    /// # async fn f(jobs: leakgate_jobs::Jobs) -> Result<(), leakgate_jobs::Error> {
+    /// let summary = jobs.worker().run(|job| async move {
+    ///     if job.payload().is_empty() { leakgate_jobs::Outcome::Failed("empty".into()) }
+    ///     else { leakgate_jobs::Outcome::Done }
+    /// }).await?;
+    /// println!("{} done", summary.done);
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, Fut>(self, handler: F) -> Result<Snapshot, Error>
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let mut rules = match &self.rules_file {
+            Some(path) => {
+                Some(rules_file::RulesFile::load(&self.jobs, path, self.rules_poll).await?)
+            }
+            None => None,
+        };
+        if let Some(r) = &rules {
+            self.emit(&Event::RulesLoaded { rules: r.len() });
+        }
+        let handler = Arc::new(handler);
+        let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Completion>();
+        let mut stop = self.stop.subscribe();
+        let mut running: HashMap<i64, u32> = HashMap::new();
+        let mut ended: Vec<Completion> = Vec::new();
+        let lease = self.jobs.policy().lease;
+        let mut renew_at = Instant::now() + lease / 3;
+        let mut purge_at = Instant::now();
+        let mut retry_wait = RETRY_FIRST;
+        loop {
+            while let Ok(c) = ended_rx.try_recv() {
+                running.remove(&c.id);
+                ended.push(c);
+            }
+            let stopping = *stop.borrow();
+            if stopping && running.is_empty() && ended.is_empty() {
+                break;
+            }
+            let room = if stopping { 0 } else { self.concurrency - running.len() };
+            let started = Instant::now();
+            let result = self.jobs.take_raw(ended.clone(), room).await;
+            let taken = match result {
+                Ok(taken) => taken,
+                Err(e) => {
+                    self.emit(&Event::Retrying(e));
+                    tokio::time::sleep(retry_wait).await;
+                    retry_wait = (retry_wait * 2).min(Duration::from_secs(60));
+                    continue;
+                }
+            };
+            retry_wait = RETRY_FIRST;
+            metrics::histogram!("leakgate_jobs_claim_seconds").record(started.elapsed());
+            self.count(&ended, &taken);
+            ended.clear();
+            let took = taken.jobs.len();
+            for job in taken.jobs {
+                running.insert(job.id, job.attempt);
+                metrics::histogram!("leakgate_jobs_lateness_seconds").record(job.lateness());
+                let (handler, ended_tx) = (handler.clone(), ended_tx.clone());
+                let (id, attempt) = (job.id, job.attempt);
+                tokio::spawn(async move {
+                    let outcome = AssertUnwindSafe(handler(job)).catch_unwind().await;
+                    let outcome =
+                        outcome.unwrap_or_else(|_| Outcome::Failed("the handler panicked".into()));
+                    let _ = ended_tx.send(Completion { id, attempt, outcome });
+                });
+            }
+            self.progress.set(Counter::Running, running.len() as u64);
+            self.progress.set(Counter::Remaining, taken.remaining.max(0) as u64);
+            if self.until_empty && taken.remaining == 0 && running.is_empty() {
+                break;
+            }
+            // When to look again: the earliest slot (if there is room to take), the next lease
+            // renewal (if running), the rules file, the purge.
+            let now = Instant::now();
+            let mut until = now + Duration::from_secs(3600);
+            if room > took {
+                if let Some(wake) = taken.wake {
+                    let wait = Duration::from_nanos(wake.saturating_sub(taken.now).max(0) as u64);
+                    // Nothing taken yet something due now: another process holds it; look
+                    // again shortly rather than at once.
+                    let wait = if took == 0 { wait.max(Duration::from_millis(1)) } else { wait };
+                    until = until.min(now + wait);
+                }
+            }
+            if !running.is_empty() {
+                until = until.min(renew_at);
+            }
+            if let Some(r) = &rules {
+                until = until.min(r.next_check());
+            }
+            if self.retention.is_some() {
+                until = until.min(purge_at);
+            }
+            if room > took && took > 0 {
+                until = now; // took what was due: there may be more
+            }
+            if until > now {
+                let can_take = room > took;
+                tokio::select! {
+                    Some(c) = ended_rx.recv() => { running.remove(&c.id); ended.push(c); }
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = self.jobs.changed(until - now), if can_take => {}
+                    _ = stop.changed() => {}
+                }
+            }
+            let now = Instant::now();
+            if now >= renew_at {
+                renew_at = now + lease / 3;
+                self.renew(&running).await;
+            }
+            if let Some(r) = &mut rules {
+                if now >= r.next_check() {
+                    if let Some(event) = r.check(&self.jobs).await {
+                        self.emit(&event);
+                    }
+                }
+            }
+            if let Some(keep) = self.retention.filter(|_| now >= purge_at) {
+                purge_at = now + PURGE_EVERY;
+                match self.jobs.purge(keep).await {
+                    Ok(0) => {}
+                    Ok(n) => self.emit(&Event::Purged { jobs: n }),
+                    Err(e) => self.emit(&Event::Retrying(e)),
+                }
+            }
+        }
+        Ok(self.progress.snapshot())
+    }
+
+    /// Counts what one transaction recorded and took.
+    fn count(&self, ended: &[Completion], taken: &Taken) {
+        let p = &self.progress;
+        for c in ended.iter().filter(|c| !taken.lost.contains(&c.id)) {
+            let (counter, metric) = match c.outcome {
+                Outcome::Done => (Counter::Done, "leakgate_jobs_done_total"),
+                Outcome::Failed(_) => (Counter::Failed, "leakgate_jobs_failed_total"),
+                Outcome::SlowDown(_) => (Counter::Slowed, "leakgate_jobs_slow_downs_total"),
+            };
+            p.add(counter, 1);
+            metrics::counter!(metric).increment(1);
+        }
+        for &job in &taken.lost {
+            p.add(Counter::Lost, 1);
+            self.emit(&Event::LeaseLost { job });
+        }
+        let dead = taken.died + taken.expired_dead;
+        p.add(Counter::Dead, dead);
+        p.add(Counter::Started, taken.jobs.len() as u64);
+        metrics::counter!("leakgate_jobs_runs_total").increment(taken.jobs.len() as u64);
+        metrics::counter!("leakgate_jobs_dead_total").increment(dead);
+        metrics::counter!("leakgate_jobs_lease_expiries_total").increment(taken.expired);
+        let retries =
+            ended.iter().filter(|c| matches!(c.outcome, Outcome::Failed(_))).count() as u64;
+        metrics::counter!("leakgate_jobs_retries_total")
+            .increment(retries.saturating_sub(taken.died));
+    }
+
+    async fn renew(&self, running: &HashMap<i64, u32>) {
+        if running.is_empty() {
+            return;
+        }
+        let leases = running.iter().map(|(&id, &attempt)| (id, attempt)).collect();
+        match self.jobs.renew_raw(leases).await {
+            Ok(lost) => {
+                for job in lost {
+                    self.emit(&Event::LeaseLost { job });
+                }
+            }
+            Err(e) => self.emit(&Event::Retrying(e)),
+        }
+    }
+
+    fn emit(&self, event: &Event) {
+        if let Some(sink) = &self.events {
+            sink(event);
+        }
+    }
+}
