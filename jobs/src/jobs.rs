@@ -8,7 +8,7 @@ use crate::store::{Completion, Policy, Store, Take, Taken};
 use leakgate::{Clock, ManualClock};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::watch;
 
 /// The defaults: 5 runs at most, 1 s backoff (doubling), 30 s leases.
 const DEFAULT_POLICY: Policy =
@@ -41,8 +41,11 @@ struct Inner {
     store: Store,
     policy: Policy,
     clock: Option<ManualClock>,
-    /// Woken by adds through this handle, so its workers need not wait for a poll.
-    added: Notify,
+    /// Bumped by adds (and requeues) through this handle, so its workers need not wait for a
+    /// poll; `seen` is marked before each claim, so an add during a claim still wakes the wait
+    /// after it.
+    added: watch::Sender<u64>,
+    seen: std::sync::Mutex<watch::Receiver<u64>>,
 }
 
 /// How to open a [`Jobs`] handle: retry policy, lease, clock.
@@ -144,7 +147,9 @@ impl JobsBuilder {
     /// ```
     pub async fn open(self) -> Result<Jobs, Error> {
         let store = Store::open(&self.db, self.connections).await?;
-        let inner = Inner { store, policy: self.policy, clock: self.clock, added: Notify::new() };
+        let (added, seen) = watch::channel(0);
+        let seen = std::sync::Mutex::new(seen);
+        let inner = Inner { store, policy: self.policy, clock: self.clock, added, seen };
         Ok(Jobs { inner: Arc::new(inner) })
     }
 }
@@ -226,7 +231,7 @@ impl Jobs {
     /// ```
     pub async fn add_all(&self, jobs: Vec<NewJob>) -> Result<Vec<Added>, Error> {
         let added = self.inner.store.add(jobs, self.now()).await?;
-        self.inner.added.notify_waiters();
+        self.inner.added.send_modify(|n| *n += 1);
         Ok(added)
     }
 
@@ -423,7 +428,7 @@ impl Jobs {
     /// ```
     pub async fn requeue(&self, which: Requeue) -> Result<u64, Error> {
         let n = self.inner.store.requeue(which, self.now()).await?;
-        self.inner.added.notify_waiters();
+        self.inner.added.send_modify(|n| *n += 1);
         Ok(n)
     }
 
@@ -492,6 +497,7 @@ impl Jobs {
         completions: Vec<Completion>,
         max: usize,
     ) -> Result<Taken, Error> {
+        self.inner.seen.lock().unwrap_or_else(|p| p.into_inner()).borrow_and_update();
         let take = Take { completions, max, policy: self.inner.policy, now: self.now() };
         self.inner.store.take(take).await
     }
@@ -512,8 +518,9 @@ impl Jobs {
     /// Waits until this handle adds a job, another connection changes the database, or
     /// `timeout` passes.
     pub(crate) async fn changed(&self, timeout: Duration) {
+        let mut added = self.inner.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
         tokio::select! {
-            _ = self.inner.added.notified() => {}
+            _ = added.changed() => {}
             _ = self.inner.store.changed(timeout) => {}
         }
     }

@@ -133,7 +133,7 @@ impl RulesCache {
 #[derive(Debug)]
 pub(crate) enum Store {
     Sqlite(sqlite::Sqlite),
-    Postgres(postgres::Postgres),
+    Postgres(Box<postgres::Postgres>),
 }
 
 impl Store {
@@ -141,7 +141,7 @@ impl Store {
     /// `postgresql://` URL, or a file path for SQLite.
     pub(crate) async fn open(db: &str, connections: usize) -> Result<Store, Error> {
         if db.starts_with("postgres://") || db.starts_with("postgresql://") {
-            Ok(Store::Postgres(postgres::Postgres::open(db, connections).await?))
+            Ok(Store::Postgres(Box::new(postgres::Postgres::open(db, connections).await?)))
         } else {
             let path = db.to_string();
             let store = tokio::task::spawn_blocking(move || sqlite::Sqlite::open(&path))

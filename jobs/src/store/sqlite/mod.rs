@@ -81,11 +81,12 @@ impl Sqlite {
         let (conn, rules, seen) = (self.conn.clone(), self.rules.clone(), self.seen.clone());
         tokio::task::spawn_blocking(move || {
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-            let result = f(&mut conn, &rules);
+            // Read before the operation: a commit by another connection while it runs is then
+            // still unseen, and wakes the next wait.
             if let Ok(version) = data_version(&conn) {
                 *seen.lock().unwrap_or_else(|p| p.into_inner()) = version;
             }
-            result
+            f(&mut conn, &rules)
         })
         .await
         .map_err(|e| Error::Database(format!("the SQLite thread failed: {e}")))?
