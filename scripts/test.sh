@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration, property and doc tests, the large stress and flood
 # tests, and the loom models. Needs a Rust toolchain; installs redis-server (Debian package) for
-# leakgate-redis's tests if it is missing. Usage: bash scripts/test.sh
+# leakgate-redis's tests and postgresql for leakgate-jobs's if they are missing (the tests start
+# and stop their own servers on loopback ports). Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-redis.sh
+bash scripts/ensure-postgres.sh
 
 echo "== unit, integration, property and doc tests (all features)"
 cargo test --workspace --all-features
