@@ -293,7 +293,7 @@ impl Worker {
             }
             self.progress.set(Counter::Running, running.len() as u64);
             self.progress.set(Counter::Remaining, taken.remaining.max(0) as u64);
-            if self.until_empty && taken.remaining == 0 && running.is_empty() {
+            if running.is_empty() && (stopping || (self.until_empty && taken.remaining == 0)) {
                 break;
             }
             // When to look again: the earliest slot (if there is room to take), the next lease
@@ -302,11 +302,14 @@ impl Worker {
             let mut until = now + Duration::from_secs(3600);
             if room > took {
                 if let Some(wake) = taken.wake {
+                    // The database's time was read at the start of the transaction: count the
+                    // wait from then, not from its end.
                     let wait = Duration::from_nanos(wake.saturating_sub(taken.now).max(0) as u64);
+                    let at = started + wait;
                     // Nothing taken yet something due now: another process holds it; look
                     // again shortly rather than at once.
-                    let wait = if took == 0 { wait.max(Duration::from_millis(1)) } else { wait };
-                    until = until.min(now + wait);
+                    let at = if took == 0 { at.max(now + Duration::from_millis(1)) } else { at };
+                    until = until.min(at);
                 }
             }
             if !running.is_empty() {

@@ -12,11 +12,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tokio_postgres::GenericClient;
 
-const ANYTHING_DUE: &str =
-    "SELECT EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= $1 \
-    AND paused_until <= $1 AND (max_in_flight IS NULL OR running < max_in_flight)) \
-    OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= $1) \
-    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= $1)";
+/// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
+/// maintenance then, and the rules' version: one round trip.
+const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
+    EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
+        AND (max_in_flight IS NULL OR running < max_in_flight)) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now), \
+    COALESCE((SELECT version FROM rules WHERE id = 1), 0) FROM t";
 
 /// Changes to one lane's counters (and a slow-down's pause) from one transaction.
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,23 +42,24 @@ impl Postgres {
     async fn try_take(&self, take: &Take) -> Result<Taken, Error> {
         let mut guard = self.client().await?;
         let client = guard.as_mut().expect("connected");
+        let look = LOOK.replace("CLOCK", CLOCK_NS);
         if take.completions.is_empty() {
             // A look without locks first: nothing due, nothing to record, no transaction.
-            let now = now(&*client, take.now).await?;
-            let due: bool = client.query_one(ANYTHING_DUE, &[&now]).await?.get(0);
-            if !due && version(&*client).await? == self.rules.version() {
+            let row = client.query_one(&look, &[&take.now]).await?;
+            let (now, due, version): (i64, bool, i64) = (row.get(0), row.get(1), row.get(2));
+            if !due && version == self.rules.version() {
                 let (wake, remaining) = outlook(&*client, now).await?;
                 return Ok(Taken { now, wake, remaining, ..Taken::default() });
             }
         }
         let tx = client.transaction().await?;
-        let now = now(&tx, take.now).await?;
-        let rules = current_rules(&tx, &self.rules).await?;
+        let row = tx.query_one(&look, &[&take.now]).await?;
+        let (now, version): (i64, i64) = (row.get(0), row.get(2));
+        let rules = rules_at(&tx, &self.rules, version).await?;
         let mut taken = Taken { now, ..Taken::default() };
         let mut lanes = BTreeMap::new();
         complete(&tx, &take.completions, now, &take.policy, &mut lanes, &mut taken).await?;
-        expire(&tx, now, &take.policy, &mut lanes, &mut taken).await?;
-        promote(&tx, now, &mut lanes).await?;
+        maintain(&tx, now, &take.policy, &mut lanes, &mut taken).await?;
         apply(&tx, &lanes, now, &rules).await?;
         claim(&tx, now, take, &rules, &mut taken.jobs).await?;
         (taken.wake, taken.remaining) = outlook(&tx, now).await?;
@@ -90,6 +94,15 @@ pub(crate) async fn current_rules(
     cache: &RulesCache,
 ) -> Result<Arc<LaneRules>, Error> {
     let v = version(client).await?;
+    rules_at(client, cache, v).await
+}
+
+/// The rules of version `v` (cached; read when the version is new).
+async fn rules_at(
+    client: &impl GenericClient,
+    cache: &RulesCache,
+    v: i64,
+) -> Result<Arc<LaneRules>, Error> {
     if v == cache.version() {
         return cache.get(v, || unreachable!("the cached version"));
     }
@@ -183,8 +196,9 @@ async fn complete(
     Ok(())
 }
 
-/// Jobs whose lease ran out go back to their lane (or die, past `max_attempts`).
-async fn expire(
+/// In one statement: jobs whose lease ran out go back to their lane (or die, past
+/// `max_attempts`), and scheduled jobs whose time has come become ready.
+async fn maintain(
     tx: &impl GenericClient,
     now: i64,
     policy: &Policy,
@@ -195,45 +209,35 @@ async fn expire(
     let error = "its lease ran out: the worker died or stopped renewing it";
     let rows = tx
         .query(
-            "WITH exp AS (SELECT id FROM jobs WHERE state = 2 AND lease_until <= $1 FOR UPDATE SKIP LOCKED) \
-             UPDATE jobs j SET failures = j.failures + 1, lease_until = NULL, last_error = $3, \
-             state = (CASE WHEN j.failures + 1 >= $2 THEN 4 ELSE 0 END)::smallint, \
-             finished_at = CASE WHEN j.failures + 1 >= $2 THEN $1 END \
-             FROM exp WHERE j.id = exp.id RETURNING j.lane, j.state",
+            "WITH exp AS (SELECT id FROM jobs WHERE state = 2 AND lease_until <= $1 FOR UPDATE SKIP LOCKED), \
+             expired AS (UPDATE jobs j SET failures = j.failures + 1, lease_until = NULL, last_error = $3, \
+                 state = (CASE WHEN j.failures + 1 >= $2 THEN 4 ELSE 0 END)::smallint, \
+                 finished_at = CASE WHEN j.failures + 1 >= $2 THEN $1 END \
+                 FROM exp WHERE j.id = exp.id RETURNING j.lane, j.state), \
+             due AS (SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 FOR UPDATE SKIP LOCKED), \
+             promoted AS (UPDATE jobs j SET state = 0 FROM due WHERE j.id = due.id RETURNING j.lane) \
+             SELECT lane, state FROM expired UNION ALL SELECT lane, 1::smallint FROM promoted",
             &[&now, &max, &error],
         )
         .await?;
     for row in rows {
         let delta = lanes.entry(row.get(0)).or_default();
-        delta.running -= 1;
-        taken.expired += 1;
-        if row.get::<_, i16>(1) == 4 {
-            delta.dead += 1;
-            taken.expired_dead += 1;
-        } else {
-            delta.ready += 1;
+        match row.get::<_, i16>(1) {
+            1 => {
+                delta.ready += 1;
+                delta.scheduled -= 1;
+            }
+            state => {
+                delta.running -= 1;
+                taken.expired += 1;
+                if state == 4 {
+                    delta.dead += 1;
+                    taken.expired_dead += 1;
+                } else {
+                    delta.ready += 1;
+                }
+            }
         }
-    }
-    Ok(())
-}
-
-/// Scheduled jobs whose time has come become ready.
-async fn promote(
-    tx: &impl GenericClient,
-    now: i64,
-    lanes: &mut BTreeMap<String, Delta>,
-) -> Result<(), Error> {
-    let rows = tx
-        .query(
-            "WITH due AS (SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 FOR UPDATE SKIP LOCKED) \
-             UPDATE jobs j SET state = 0 FROM due WHERE j.id = due.id RETURNING j.lane",
-            &[&now],
-        )
-        .await?;
-    for row in rows {
-        let delta = lanes.entry(row.get(0)).or_default();
-        delta.ready += 1;
-        delta.scheduled -= 1;
     }
     Ok(())
 }

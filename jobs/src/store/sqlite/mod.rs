@@ -54,8 +54,27 @@ impl Sqlite {
         // The first read of the file: a file that is not SQLite fails here, before any write.
         conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
             .map_err(where_)?;
-        let mode: String =
-            conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(where_)?;
+        // Setting the journal mode takes a lock even when it is already WAL (and its busy
+        // waits do not go through the busy handler): set it only on a new file, retrying while
+        // another process opening it at the same time holds the lock.
+        let mut mode: String =
+            conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).map_err(where_)?;
+        let mut tries = 0;
+        while !mode.eq_ignore_ascii_case("wal") && !path.contains(":memory:") {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+                Ok(m) => mode = m,
+                Err(e)
+                    if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) && tries < 5000 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => return Err(where_(e)),
+            }
+            if !mode.eq_ignore_ascii_case("wal") && tries == 0 {
+                break;
+            }
+        }
         if !mode.eq_ignore_ascii_case("wal") && !path.contains(":memory:") {
             return Err(Error::Database(format!("{path}: cannot use the WAL journal ({mode})")));
         }
@@ -118,19 +137,33 @@ impl Sqlite {
     }
 }
 
-/// Waits for another process's write lock: every 0.2 ms for the first 20 ms, then every
-/// millisecond, up to [`BUSY_TIMEOUT`]. (SQLite's own `busy_timeout` sleeps in steps that grow
-/// to 100 ms: a worker would start up to 100 ms past its slot after a collision with another
-/// worker's commit.)
+/// Waits for another process's write lock: every 0.2 ms for the first 100 tries (20 ms), then
+/// every millisecond, up to [`BUSY_TIMEOUT`] in all. (SQLite's own `busy_timeout` sleeps in steps
+/// that grow to 100 ms: a worker would start up to 100 ms past its slot after a collision with
+/// another worker's commit.) Must not panic: rusqlite reads a panic as "give up".
 fn busy(tries: i32) -> bool {
-    let (short, step) = (100, std::time::Duration::from_micros(200));
-    let waited =
-        step * tries.min(short) as u32 + Duration::from_millis(tries.saturating_sub(short) as u64);
-    if waited >= BUSY_TIMEOUT {
+    if !keeps_waiting(tries) {
         return false;
     }
-    std::thread::sleep(if tries < short { step } else { Duration::from_millis(1) });
+    std::thread::sleep(busy_step(tries));
     true
+}
+
+/// The wait after `tries` earlier waits.
+fn busy_step(tries: i32) -> Duration {
+    if tries < 100 {
+        Duration::from_micros(200)
+    } else {
+        Duration::from_millis(1)
+    }
+}
+
+/// Whether [`busy`] waits again after `tries` waits (the time waited so far is under the limit).
+fn keeps_waiting(tries: i32) -> bool {
+    let tries = tries.max(0);
+    let short = tries.min(100) as u32;
+    let long = (tries - 100).max(0) as u64;
+    busy_step(0) * short + Duration::from_millis(long) < BUSY_TIMEOUT
 }
 
 fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
@@ -148,5 +181,26 @@ fn describe(path: &str, e: rusqlite::Error) -> Error {
             Error::Database(format!("cannot write {path}: {e}"))
         }
         _ => Error::Database(format!("{path}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_busy_handler_waits_up_to_its_limit_and_never_panics() {
+        // A panic in the handler is read by rusqlite as "give up" (an overflow once did that).
+        let mut waited = Duration::ZERO;
+        let mut tries = 0;
+        while keeps_waiting(tries) {
+            waited += busy_step(tries);
+            tries += 1;
+        }
+        assert!(
+            waited >= BUSY_TIMEOUT && waited <= BUSY_TIMEOUT + Duration::from_millis(1),
+            "{waited:?}"
+        );
+        assert!(keeps_waiting(-1) && !keeps_waiting(i32::MAX));
     }
 }
