@@ -253,7 +253,7 @@ impl Jobs {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub async fn take(&self, max: usize) -> Result<Vec<Job>, Error> {
-        Ok(self.take_raw(Vec::new(), max).await?.jobs)
+        Ok(self.take_raw(Vec::new(), max, true).await?.jobs)
     }
 
     /// Marks a taken job done.
@@ -496,9 +496,11 @@ impl Jobs {
         &self,
         completions: Vec<Completion>,
         max: usize,
+        look_first: bool,
     ) -> Result<Taken, Error> {
         self.inner.seen.lock().unwrap_or_else(|p| p.into_inner()).borrow_and_update();
-        let take = Take { completions, max, policy: self.inner.policy, now: self.now() };
+        let take =
+            Take { completions, max, policy: self.inner.policy, now: self.now(), look_first };
         self.inner.store.take(take).await
     }
 
@@ -508,7 +510,7 @@ impl Jobs {
 
     async fn report(&self, job: &Job, outcome: Outcome) -> Result<(), Error> {
         let completion = Completion { id: job.id, attempt: job.attempt, outcome };
-        let taken = self.take_raw(vec![completion], 0).await?;
+        let taken = self.take_raw(vec![completion], 0, false).await?;
         match taken.lost.first() {
             Some(&id) => Err(Error::LeaseLost(id)),
             None => Ok(()),

@@ -79,6 +79,9 @@ pub(crate) struct Take {
     pub(crate) policy: Policy,
     /// The caller's time (ns since the epoch) instead of the database's.
     pub(crate) now: Option<i64>,
+    /// Look without locks first, and take no lock when nothing is due (a wake-up that may be
+    /// for nothing); a worker woken by its slot skips the look.
+    pub(crate) look_first: bool,
 }
 
 /// What a `take` did.

@@ -34,6 +34,9 @@ use tokio::time::Instant;
 /// How often done jobs past the retention are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
 
+/// A run that ends this close before the next slot has its outcome recorded in that slot's claim.
+const RIDE_ALONG: Duration = Duration::from_millis(50);
+
 /// How long to wait before retrying after a failed database operation (doubling to a minute).
 const RETRY_FIRST: Duration = Duration::from_millis(250);
 
@@ -253,6 +256,9 @@ impl Worker {
         let mut renew_at = Instant::now() + lease / 3;
         let mut purge_at = Instant::now();
         let mut retry_wait = RETRY_FIRST;
+        // Whether the next claim should first look without locks (after a wake-up by a change
+        // elsewhere, which may be nothing for this worker); not when a slot or a run ended.
+        let mut look_first = true;
         loop {
             while let Ok(c) = ended_rx.try_recv() {
                 running.remove(&c.id);
@@ -264,7 +270,7 @@ impl Worker {
             }
             let room = if stopping { 0 } else { self.concurrency - running.len() };
             let started = Instant::now();
-            let result = self.jobs.take_raw(ended.clone(), room).await;
+            let result = self.jobs.take_raw(ended.clone(), room, look_first).await;
             let taken = match result {
                 Ok(taken) => taken,
                 Err(e) => {
@@ -300,12 +306,13 @@ impl Worker {
             // renewal (if running), the rules file, the purge.
             let now = Instant::now();
             let mut until = now + Duration::from_secs(3600);
+            // The database's time was read at the start of the transaction: count the wait from
+            // then, not from its end.
+            let wake_at = taken.wake.map(|wake| {
+                started + Duration::from_nanos(wake.saturating_sub(taken.now).max(0) as u64)
+            });
             if room > took {
-                if let Some(wake) = taken.wake {
-                    // The database's time was read at the start of the transaction: count the
-                    // wait from then, not from its end.
-                    let wait = Duration::from_nanos(wake.saturating_sub(taken.now).max(0) as u64);
-                    let at = started + wait;
+                if let Some(at) = wake_at {
                     // Nothing taken yet something due now: another process holds it; look
                     // again shortly rather than at once.
                     let at = if took == 0 { at.max(now + Duration::from_millis(1)) } else { at };
@@ -321,16 +328,27 @@ impl Worker {
             if self.retention.is_some() {
                 until = until.min(purge_at);
             }
-            if room > took && took > 0 {
-                until = now; // took what was due: there may be more
-            }
-            if until > now {
+            look_first = false;
+            while until > Instant::now() {
                 let can_take = room > took;
                 tokio::select! {
-                    Some(c) = ended_rx.recv() => { running.remove(&c.id); ended.push(c); }
-                    _ = tokio::time::sleep_until(until) => {}
-                    _ = self.jobs.changed(until - now), if can_take => {}
-                    _ = stop.changed() => {}
+                    Some(c) = ended_rx.recv() => {
+                        running.remove(&c.id);
+                        ended.push(c);
+                        // A slot coming soon: record this outcome in its transaction (one
+                        // commit instead of two, and no commit in flight when the slot comes).
+                        let soon = Instant::now() + RIDE_ALONG;
+                        match wake_at {
+                            Some(at) if at > Instant::now() && at <= soon && !stopping => until = until.min(at),
+                            _ => break,
+                        }
+                    }
+                    _ = sleep_until(until) => break,
+                    _ = self.jobs.changed(until.saturating_duration_since(Instant::now())), if can_take => {
+                        look_first = true;
+                        break;
+                    }
+                    _ = stop.changed() => break,
                 }
             }
             let now = Instant::now();
@@ -404,5 +422,24 @@ impl Worker {
         if let Some(sink) = &self.events {
             sink(event);
         }
+    }
+}
+
+/// Sleeps until `at`, to within tens of microseconds: tokio's timer wakes on whole milliseconds
+/// (its driver waits in `epoll_wait`, whose timeout is in milliseconds), which alone would make
+/// a start up to a millisecond late; so the last 2 ms are slept on a blocking thread
+/// (`nanosleep`). A timed sleep either way, never a poll.
+async fn sleep_until(at: Instant) {
+    const FINE: Duration = Duration::from_millis(2);
+    let now = Instant::now();
+    if at <= now {
+        return;
+    }
+    if at - now > FINE {
+        tokio::time::sleep_until(at - FINE).await;
+    }
+    let left = at.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
     }
 }

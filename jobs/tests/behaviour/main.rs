@@ -19,10 +19,11 @@ use libtest_mimic::{Arguments, Trial};
 
 fn main() {
     let args = Arguments::from_args();
-    let wants_pg = args.filter.as_deref().is_none_or(|f| {
-        "postgres::".contains(f) || f.contains("postgres") || !f.contains("sqlite")
-    });
-    let pg = (wants_pg && !args.list).then(|| std::sync::Arc::new(postgres::Postgres::start()));
+    // No server for a listing, for `--ignored` (no case is ignored), or for a SQLite-only filter.
+    let wants_pg =
+        args.filter.as_deref().is_none_or(|f| f.contains("postgres") || !f.contains("sqlite"));
+    let pg = (wants_pg && !args.list && !args.ignored)
+        .then(|| std::sync::Arc::new(postgres::Postgres::start()));
     let mut trials = Vec::new();
     for (name, case) in cases::ALL.iter().chain(worker::ALL).chain(model::ALL) {
         let (name, case) = (*name, *case);

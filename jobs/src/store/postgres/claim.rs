@@ -43,7 +43,7 @@ impl Postgres {
         let mut guard = self.client().await?;
         let client = guard.as_mut().expect("connected");
         let look = LOOK.replace("CLOCK", CLOCK_NS);
-        if take.completions.is_empty() {
+        if take.completions.is_empty() && take.look_first {
             // A look without locks first: nothing due, nothing to record, no transaction.
             let row = client.query_one(&look, &[&take.now]).await?;
             let (now, due, version): (i64, bool, i64) = (row.get(0), row.get(1), row.get(2));

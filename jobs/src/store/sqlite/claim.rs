@@ -26,7 +26,7 @@ const ANYTHING_DUE: &str =
 
 /// Records `take.completions`, maintains, and takes up to `take.max` jobs.
 pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Result<Taken, Error> {
-    if take.completions.is_empty() {
+    if take.completions.is_empty() && take.look_first {
         // A look before taking the write lock: with nothing to record and nothing due, other
         // processes are not held up by a write transaction that would do nothing.
         let now = take.now.unwrap_or_else(system_now);
