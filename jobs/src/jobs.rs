@@ -1,18 +1,12 @@
-//! [`Jobs`]: the handle on one queue database, and its builder.
+//! [`Jobs`]: the handle on one queue database: adding jobs, taking them, reporting runs.
 
 use crate::error::Error;
 use crate::job::{Added, Job, NewJob, Outcome};
-use crate::rules::LaneRules;
-use crate::status::{DeadJob, LaneStatus, Requeue, Run};
 use crate::store::{Completion, Policy, Store, Take, Taken};
 use leakgate::{Clock, ManualClock};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// The defaults: 5 runs at most, 1 s backoff (doubling), 30 s leases.
-const DEFAULT_POLICY: Policy =
-    Policy { max_attempts: 5, backoff: Duration::from_secs(1), lease: Duration::from_secs(30) };
 
 /// A handle on one queue: a SQLite file or a PostgreSQL database. Cheap to clone; clones share
 /// the connection(s). Every method is one transaction.
@@ -48,137 +42,12 @@ struct Inner {
     seen: std::sync::Mutex<watch::Receiver<u64>>,
 }
 
-/// How to open a [`Jobs`] handle: retry policy, lease, clock.
-///
-/// ```
-/// # tokio::runtime::Runtime::new()?.block_on(async {
-/// use std::time::Duration;
-/// let dir = tempfile::tempdir()?;
-/// let jobs = leakgate_jobs::Jobs::builder(dir.path().join("q.db").to_str().unwrap())
-///     .max_attempts(10)
-///     .backoff(Duration::from_millis(500))
-///     .lease(Duration::from_secs(60))
-///     .open()
-///     .await?;
-/// # let _ = jobs;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # })?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct JobsBuilder {
-    db: String,
-    policy: Policy,
-    clock: Option<ManualClock>,
-    connections: usize,
-}
-
-impl JobsBuilder {
-    /// Runs before a job is dead (default 5). At least 1.
-    ///
-    /// ```
-    /// let b = leakgate_jobs::Jobs::builder("q.db").max_attempts(3);
-    /// # let _ = b;
-    /// ```
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.policy.max_attempts = n.max(1);
-        self
-    }
-
-    /// The wait after a first failed run (default 1 s); it doubles with each further failure,
-    /// plus up to a quarter of it at random.
-    ///
-    /// ```
-    /// let b = leakgate_jobs::Jobs::builder("q.db").backoff(std::time::Duration::from_secs(2));
-    /// # let _ = b;
-    /// ```
-    pub fn backoff(mut self, backoff: Duration) -> Self {
-        self.policy.backoff = backoff;
-        self
-    }
-
-    /// How long a taken job is held without renewal (default 30 s); a worker renews its jobs'
-    /// leases every third of it. A job whose lease runs out is taken again.
-    ///
-    /// ```
-    /// let b = leakgate_jobs::Jobs::builder("q.db").lease(std::time::Duration::from_secs(10));
-    /// # let _ = b;
-    /// ```
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.policy.lease = lease.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Decide on the caller's clock instead of the database's: `clock`'s reading is taken as
-    /// nanoseconds since the Unix epoch. For tests (time moves only when told to).
-    ///
-    /// ```
-    /// let clock = leakgate::ManualClock::new();
-    /// clock.set(std::time::Duration::from_secs(1_700_000_000));
-    /// let b = leakgate_jobs::Jobs::builder("q.db").caller_clock(clock);
-    /// # let _ = b;
-    /// ```
-    pub fn caller_clock(mut self, clock: ManualClock) -> Self {
-        self.clock = Some(clock);
-        self
-    }
-
-    /// Connections to PostgreSQL (default 2, besides the one that listens); SQLite uses one.
-    ///
-    /// ```
-    /// let b = leakgate_jobs::Jobs::builder("postgres://localhost/jobs").connections(4);
-    /// # let _ = b;
-    /// ```
-    pub fn connections(mut self, n: usize) -> Self {
-        self.connections = n.max(1);
-        self
-    }
-
-    /// Opens the database, creating it (SQLite) and its schema as needed.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// let e = leakgate_jobs::Jobs::builder("/nonexistent/dir/q.db").open().await.unwrap_err();
-    /// assert!(e.to_string().contains("/nonexistent/dir/q.db"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn open(self) -> Result<Jobs, Error> {
-        let store = Store::open(&self.db, self.connections).await?;
+impl Jobs {
+    /// A handle on an open store (the builder's one constructor).
+    pub(crate) fn from_parts(store: Store, policy: Policy, clock: Option<ManualClock>) -> Jobs {
         let (added, seen) = watch::channel(0);
         let seen = std::sync::Mutex::new(seen);
-        let inner = Inner { store, policy: self.policy, clock: self.clock, added, seen };
-        Ok(Jobs { inner: Arc::new(inner) })
-    }
-}
-
-impl Jobs {
-    /// Opens `db` with the defaults: a `postgres://` URL, or a SQLite file path (created if
-    /// missing).
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// let dir = tempfile::tempdir()?;
-    /// let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// # let _ = jobs;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn open(db: &str) -> Result<Jobs, Error> {
-        Jobs::builder(db).open().await
-    }
-
-    /// A builder for `db`.
-    ///
-    /// ```
-    /// let builder = leakgate_jobs::Jobs::builder("jobs.db");
-    /// # let _ = builder;
-    /// ```
-    pub fn builder(db: &str) -> JobsBuilder {
-        JobsBuilder { db: db.to_string(), policy: DEFAULT_POLICY, clock: None, connections: 2 }
+        Jobs { inner: Arc::new(Inner { store, policy, clock, added, seen }) }
     }
 
     /// Adds one job; returns its id once it is durably stored.
@@ -231,7 +100,7 @@ impl Jobs {
     /// ```
     pub async fn add_all(&self, jobs: Vec<NewJob>) -> Result<Vec<Added>, Error> {
         let added = self.inner.store.add(jobs, self.now()).await?;
-        self.inner.added.send_modify(|n| *n += 1);
+        self.wake();
         Ok(added)
     }
 
@@ -336,151 +205,6 @@ impl Jobs {
         lost.first().map_or(Ok(()), |&id| Err(Error::LeaseLost(id)))
     }
 
-    /// Stores the rules every worker on this database paces by; running workers pick them up at
-    /// their next claim, each lane keeping its level.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// use leakgate_jobs::LaneRules;
-    /// jobs.set_rules(&LaneRules::from_toml("bank = \"1/s\"")?).await?;
-    /// assert_eq!(jobs.rules().await?.pace("bank/a").0, "bank");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn set_rules(&self, rules: &LaneRules) -> Result<(), Error> {
-        self.inner.store.set_rules(rules.text().to_string()).await?;
-        Ok(())
-    }
-
-    /// The rules stored in the database (none: nothing is paced).
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// assert!(jobs.rules().await?.pace("any").1.is_empty());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn rules(&self) -> Result<LaneRules, Error> {
-        Ok(LaneRules::clone(&*self.inner.store.rules().await?))
-    }
-
-    /// Every lane's counts and pace, by lane name.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// jobs.add("mail", "hello").await?;
-    /// let status = jobs.status().await?;
-    /// assert_eq!((status[0].lane.as_str(), status[0].waiting()), ("mail", 1));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn status(&self) -> Result<Vec<LaneStatus>, Error> {
-        let mut lanes = self.inner.store.status(self.now()).await?;
-        let rules = self.inner.store.rules().await?;
-        for lane in &mut lanes {
-            let (path, quotas) = rules.pace(&lane.lane);
-            if let Some(first) = quotas.first() {
-                let texts: Vec<String> = quotas.iter().map(|q| q.to_string()).collect();
-                lane.rule = Some(format!("{path:?} = {}", texts.join(", ")));
-                let per_minute = first.count() as f64 * 60e9 / first.period().as_nanos() as f64;
-                lane.rule_per_minute = Some(per_minute);
-            }
-        }
-        Ok(lanes)
-    }
-
-    /// Dead jobs, of one lane or all, oldest first, at most `limit`.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// assert!(jobs.dead(Some("mail"), 100).await?.is_empty());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn dead(&self, lane: Option<&str>, limit: usize) -> Result<Vec<DeadJob>, Error> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.inner.store.dead(lane.map(str::to_string), limit).await
-    }
-
-    /// Puts dead jobs back in their lanes, their failures forgotten; answers how many.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// use leakgate_jobs::Requeue;
-    /// assert_eq!(jobs.requeue(Requeue::All).await?, 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn requeue(&self, which: Requeue) -> Result<u64, Error> {
-        let n = self.inner.store.requeue(which, self.now()).await?;
-        self.inner.added.send_modify(|n| *n += 1);
-        Ok(n)
-    }
-
-    /// Removes done jobs finished more than `older_than` ago (their keys are then forgotten),
-    /// and the record of runs started before that; answers how many jobs.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// assert_eq!(jobs.purge(std::time::Duration::from_secs(86_400)).await?, 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn purge(&self, older_than: Duration) -> Result<u64, Error> {
-        self.inner.store.purge(older_than, self.now()).await
-    }
-
-    /// Every recorded run of a lane (until purged), by start: when each started and the slot it
-    /// was charged against.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// jobs.add("mail", "hello").await?;
-    /// let job = jobs.take(1).await?.remove(0);
-    /// assert_eq!(jobs.runs("mail").await?[0].job, job.id());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn runs(&self, lane: &str) -> Result<Vec<Run>, Error> {
-        self.inner.store.runs(lane.to_string()).await
-    }
-
-    /// Which backend this handle uses: `"SQLite"` or `"PostgreSQL"`.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
-    /// assert_eq!(jobs.backend(), "SQLite");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # })?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn backend(&self) -> &'static str {
-        self.inner.store.kind()
-    }
-
     /// The retry and lease policy.
     pub(crate) fn policy(&self) -> Policy {
         self.inner.policy
@@ -525,5 +249,15 @@ impl Jobs {
             _ = added.changed() => {}
             _ = self.inner.store.changed(timeout) => {}
         }
+    }
+
+    /// The store, for the operating methods.
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Tells this handle's waiting workers that jobs may be takeable.
+    pub(crate) fn wake(&self) {
+        self.inner.added.send_modify(|n| *n += 1);
     }
 }

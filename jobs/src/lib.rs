@@ -87,18 +87,21 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod builder;
 mod error;
 mod job;
 mod jobs;
+mod operate;
 mod pace;
 mod rules;
 mod status;
 mod store;
 mod worker;
 
+pub use builder::JobsBuilder;
 pub use error::Error;
 pub use job::{Added, Job, NewJob, Outcome, MAX_LANE, MAX_PAYLOAD};
-pub use jobs::{Jobs, JobsBuilder};
+pub use jobs::Jobs;
 pub use rules::{LaneLimits, LaneRules, RulesError};
 pub use status::{DeadJob, LaneStatus, Requeue, Run};
 pub use worker::{Event, Progress, Snapshot, Stop, Worker};

@@ -15,8 +15,10 @@
 
 mod claim;
 mod ops;
+mod record;
 mod report;
 mod schema;
+mod serve;
 
 use super::RulesCache;
 use crate::error::Error;
