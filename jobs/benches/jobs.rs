@@ -263,5 +263,8 @@ async fn fleet(db: &str, n: usize) -> String {
         .map(|i| starts[i..].iter().take_while(|&&b| b - starts[i] < 1_000_000_000).count())
         .max()
         .unwrap_or(0);
-    format!("{rate:.1} jobs/s over {span:.2} s ({:.2}x the 20/s configured); most starts in any 1 s window: {most}", rate / 20.0)
+    format!(
+        "{rate:.1} jobs/s over {span:.2} s ({:.2}x the 20/s configured); most starts in any 1 s window: {most}",
+        rate / 20.0
+    )
 }

@@ -100,7 +100,7 @@ mod worker;
 
 pub use builder::JobsBuilder;
 pub use error::Error;
-pub use job::{Added, Job, NewJob, Outcome, MAX_LANE, MAX_PAYLOAD};
+pub use job::{Added, Job, MAX_LANE, MAX_PAYLOAD, NewJob, Outcome};
 pub use jobs::Jobs;
 pub use rules::{LaneLimits, LaneRules, RulesError};
 pub use status::{DeadJob, LaneStatus, Requeue, Run};

@@ -2,8 +2,8 @@
 
 use crate::error::Error;
 use crate::rules::RulesError;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counts of a running [`Worker`](crate::Worker), for a progress line. Clones share the
 /// counts.

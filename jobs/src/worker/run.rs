@@ -9,7 +9,7 @@
 //! to move, see [`crate::store`]). It never polls to find out when a lane may go.
 
 use super::progress::Counter;
-use super::{rules_file, Event, Snapshot, Worker};
+use super::{Event, Snapshot, Worker, rules_file};
 use crate::error::Error;
 use crate::job::{Job, Outcome};
 use crate::store::{Completion, Taken};
@@ -222,7 +222,7 @@ impl Worker {
     /// the concurrency until it ends).
     async fn renew(&self, running: &mut HashMap<i64, u32>) {
         let leases: Vec<(i64, u32)> =
-            running.iter().filter(|(_, &a)| a > 0).map(|(&id, &attempt)| (id, attempt)).collect();
+            running.iter().filter(|&(_, a)| *a > 0).map(|(&id, &attempt)| (id, attempt)).collect();
         if leases.is_empty() {
             return;
         }

@@ -1,7 +1,7 @@
 //! Cases on the caller's clock: order, pace, fairness, retries, slow-down, keys, delays,
 //! capacity, leases, reloads, bad input.
 
-use crate::db::{clock, Case, Db};
+use crate::db::{Case, Db, clock};
 use leakgate_jobs::{Error, Jobs, LaneRules, NewJob, Requeue};
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The claim step against a plain model, on the caller's clock: which job each `take` answers,
 //! for random adds, takes, completions and clock moves (forwards and back), on both backends.
 
-use crate::db::{clock, Case, Db};
+use crate::db::{Case, Db, clock};
 use leakgate::ManualClock;
 use leakgate_jobs::{Jobs, LaneRules};
 use proptest::prelude::*;

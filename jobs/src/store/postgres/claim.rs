@@ -4,7 +4,7 @@
 
 use super::record::{apply, complete, maintain};
 use super::serve::claim;
-use super::{retrying, Postgres, CHANNEL, CLOCK_NS};
+use super::{CHANNEL, CLOCK_NS, Postgres, retrying};
 use crate::error::Error;
 use crate::rules::LaneRules;
 use crate::store::{RulesCache, Take, Taken};

@@ -25,7 +25,7 @@ use crate::error::Error;
 use futures_util::StreamExt;
 use std::str::FromStr;
 use std::time::Duration;
-use tokio::sync::{watch, Mutex};
+use tokio::sync::{Mutex, watch};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 
 /// The channel adds and completions notify.

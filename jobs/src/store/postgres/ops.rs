@@ -1,9 +1,9 @@
 //! Adding jobs, renewing leases, rules, requeue and purge on PostgreSQL.
 
 use super::claim::{current_rules, now};
-use super::{retrying, Postgres, CHANNEL};
+use super::{CHANNEL, Postgres, retrying};
 use crate::error::Error;
-use crate::job::{ns, Added, NewJob};
+use crate::job::{Added, NewJob, ns};
 use crate::rules::LaneRules;
 use crate::status::Requeue;
 use std::collections::BTreeMap;
@@ -291,7 +291,9 @@ async fn bump(
     tx.query("SELECT lane FROM lanes WHERE lane = ANY($1) ORDER BY lane FOR UPDATE", &[&names])
         .await?;
     let sql = if from == to {
-        format!("UPDATE lanes l SET {from} = l.{from} - d.n FROM unnest($1::text[], $2::bigint[]) AS d(lane, n) WHERE l.lane = d.lane")
+        format!(
+            "UPDATE lanes l SET {from} = l.{from} - d.n FROM unnest($1::text[], $2::bigint[]) AS d(lane, n) WHERE l.lane = d.lane"
+        )
     } else {
         format!(
             "UPDATE lanes l SET {from} = l.{from} - d.n, {to} = l.{to} + d.n \

@@ -2,7 +2,7 @@
 //! and the lane counters they change (lanes locked in order); stored pace rows.
 
 use crate::error::Error;
-use crate::job::{ns, Outcome};
+use crate::job::{Outcome, ns};
 use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
 use crate::store::{Completion, Policy, Taken};

@@ -1,7 +1,7 @@
 //! Reading the queue on PostgreSQL: lane status, dead jobs, runs.
 
-use super::claim::now;
 use super::Postgres;
+use super::claim::now;
 use crate::error::Error;
 use crate::job::to_time;
 use crate::status::{DeadJob, LaneStatus, Run};

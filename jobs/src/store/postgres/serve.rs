@@ -4,7 +4,7 @@
 use super::claim::now;
 use super::record::{load_pace, save_pace};
 use crate::error::Error;
-use crate::job::{ns, Job};
+use crate::job::{Job, ns};
 use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
 use crate::store::Take;

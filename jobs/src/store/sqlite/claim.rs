@@ -4,12 +4,12 @@
 
 use super::ops::{bump_lane, current_rules};
 use crate::error::Error;
-use crate::job::{ns, system_now, Job, Outcome};
+use crate::job::{Job, Outcome, ns, system_now};
 use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
 use crate::store::state::{DEAD, DONE, READY, RUNNING, SCHEDULED};
 use crate::store::{Completion, Policy, RulesCache, Take, Taken};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// The next lane to serve: ready jobs, its slot come, not paused, room under `max_in_flight`;
 /// the one served longest ago first.
@@ -18,8 +18,7 @@ const CANDIDATE: &str = "SELECT lane, running, max_in_flight FROM lanes \
     AND (max_in_flight IS NULL OR running < max_in_flight) ORDER BY served, lane LIMIT 1";
 
 /// Whether anything could be taken or needs maintenance at `?1`.
-const ANYTHING_DUE: &str =
-    "SELECT EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= ?1 \
+const ANYTHING_DUE: &str = "SELECT EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= ?1 \
     AND paused_until <= ?1 AND (max_in_flight IS NULL OR running < max_in_flight)) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= ?1) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= ?1)";

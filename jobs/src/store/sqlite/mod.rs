@@ -151,11 +151,7 @@ fn busy(tries: i32) -> bool {
 
 /// The wait after `tries` earlier waits.
 fn busy_step(tries: i32) -> Duration {
-    if tries < 100 {
-        Duration::from_micros(200)
-    } else {
-        Duration::from_millis(1)
-    }
+    if tries < 100 { Duration::from_micros(200) } else { Duration::from_millis(1) }
 }
 
 /// Whether [`busy`] waits again after `tries` waits (the time waited so far is under the limit).

@@ -1,11 +1,11 @@
 //! Adding jobs, renewing leases, rules, requeue and purge on SQLite.
 
 use crate::error::Error;
-use crate::job::{ns, system_now, Added, NewJob};
+use crate::job::{Added, NewJob, ns, system_now};
 use crate::rules::LaneRules;
 use crate::status::Requeue;
 use crate::store::RulesCache;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

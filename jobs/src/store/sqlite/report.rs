@@ -3,7 +3,7 @@
 use crate::error::Error;
 use crate::job::{system_now, to_time};
 use crate::status::{DeadJob, LaneStatus, Run};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
