@@ -125,13 +125,13 @@ impl Worker {
             let wake_at = taken.wake.map(|wake| {
                 started + Duration::from_nanos(wake.saturating_sub(taken.now).max(0) as u64)
             });
-            if room > took {
-                if let Some(at) = wake_at {
-                    // Nothing taken yet something due now: another process holds it; look
-                    // again shortly rather than at once.
-                    let at = if took == 0 { at.max(now + Duration::from_millis(1)) } else { at };
-                    until = until.min(at);
-                }
+            if room > took
+                && let Some(at) = wake_at
+            {
+                // Nothing taken yet something due now: another process holds it; look again
+                // shortly rather than at once.
+                let at = if took == 0 { at.max(now + Duration::from_millis(1)) } else { at };
+                until = until.min(at);
             }
             if !running.is_empty() {
                 until = until.min(renew_at);
@@ -170,12 +170,11 @@ impl Worker {
                 renew_at = now + lease / 3;
                 self.renew(&mut running).await;
             }
-            if let Some(r) = &mut rules {
-                if now >= r.next_check() {
-                    if let Some(event) = r.check(&self.jobs).await {
-                        self.emit(&event);
-                    }
-                }
+            if let Some(r) = &mut rules
+                && now >= r.next_check()
+                && let Some(event) = r.check(&self.jobs).await
+            {
+                self.emit(&event);
             }
             if let Some(keep) = self.retention.filter(|_| now >= purge_at) {
                 purge_at = now + PURGE_EVERY;

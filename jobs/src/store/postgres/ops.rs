@@ -102,16 +102,16 @@ impl Postgres {
                 let lane: String = row.get(0);
                 let waiting: i64 = row.get(1);
                 let (r, s) = lanes[lane.as_str()];
-                if let Some(max_waiting) = rules.limits(&lane).max_waiting {
-                    if waiting as u64 > max_waiting {
-                        let adding = (r + s) as u64;
-                        return Err(Error::LaneFull {
-                            lane,
-                            max_waiting,
-                            waiting: waiting as u64 - adding,
-                            adding,
-                        });
-                    }
+                if let Some(max_waiting) = rules.limits(&lane).max_waiting
+                    && waiting as u64 > max_waiting
+                {
+                    let adding = (r + s) as u64;
+                    return Err(Error::LaneFull {
+                        lane,
+                        max_waiting,
+                        waiting: waiting as u64 - adding,
+                        adding,
+                    });
                 }
             }
             tx.batch_execute(&format!("NOTIFY {CHANNEL}")).await?;

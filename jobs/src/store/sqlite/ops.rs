@@ -69,17 +69,17 @@ pub(crate) fn add(
                  RETURNING ready + scheduled",
             )?
             .query_row(params![lane, ready, scheduled], |r| r.get(0))?;
-        if let Some(max_waiting) = limits.max_waiting {
-            if waiting as u64 > max_waiting {
-                let adding = (ready + scheduled) as u64;
-                let lane = lane.to_string();
-                return Err(Error::LaneFull {
-                    lane,
-                    max_waiting,
-                    waiting: waiting as u64 - adding,
-                    adding,
-                });
-            }
+        if let Some(max_waiting) = limits.max_waiting
+            && waiting as u64 > max_waiting
+        {
+            let adding = (ready + scheduled) as u64;
+            let lane = lane.to_string();
+            return Err(Error::LaneFull {
+                lane,
+                max_waiting,
+                waiting: waiting as u64 - adding,
+                adding,
+            });
         }
     }
     tx.commit()?;
