@@ -2,15 +2,17 @@
 # The whole test suite: unit, integration, property and doc tests, the large stress and flood
 # tests, and the loom models. Usage: bash scripts/test.sh
 #
-# Needs a Rust toolchain. Installs one thing if it is missing: redis-server (the Debian package,
-# through apt-get, by scripts/ensure-redis.sh), for leakgate-redis's tests, which start their own
-# servers on free loopback ports and stop them (and remove their folders) when they end.
+# Needs a Rust toolchain. Installs what is missing (Debian packages, through apt-get):
+# redis-server for leakgate-redis's tests (scripts/ensure-redis.sh) and postgresql for
+# leakgate-jobs's (scripts/ensure-postgres.sh). The tests start their own servers on free loopback
+# ports and stop them (and remove their folders) when they end.
 #
 # Every step runs even if an earlier one failed; the last line is the total over all of them:
 # "test.sh: N passed, M failed". The exit status is 0 only if everything passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-redis.sh || exit 1
+bash scripts/ensure-postgres.sh || exit 1
 
 passed=0
 failed=0

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 mod bench;
 mod demo;
 mod duration;
+mod jobs;
 mod out;
 mod pace;
 mod rules;
@@ -41,6 +42,8 @@ enum Command {
     Bench(bench::Args),
     /// Validate a rules file, or show which rule a key gets
     Rules(rules::Args),
+    /// Durable paced jobs: add, work, status, dead, requeue, purge, demo
+    Jobs(jobs::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Rules(args) => rules::run(args),
+        Command::Jobs(args) => jobs::run(args),
     }
 }
 

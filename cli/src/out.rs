@@ -27,6 +27,15 @@ macro_rules! errln {
 }
 pub(crate) use errln;
 
+/// `println!` that never panics: formats a line and writes it with [`print()`]; a reader that
+/// left is ignored (for output that only reports what was done, such as a job's id).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        let _ = $crate::out::print(&format!("{}\n", format_args!($($arg)*)));
+    }};
+}
+pub(crate) use outln;
+
 /// How a write to stdout went.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Delivery {

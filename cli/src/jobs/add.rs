@@ -1,0 +1,103 @@
+//! `leakgate jobs add`: one job from stdin, or one per stdin line, stored durably.
+
+use super::{block_on, lane, open, DbArg};
+use crate::duration::parse_duration;
+use leakgate_jobs::{NewJob, MAX_PAYLOAD};
+use std::ffi::OsString;
+use std::io::{BufRead, Read};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The arguments of `leakgate jobs add`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    db: DbArg,
+    /// The lane, like refunds/bank-a
+    #[arg(value_name = "LANE")]
+    lane: OsString,
+    /// An idempotency key: if a job with this key is stored, add nothing and print its id
+    #[arg(long, value_name = "KEY", conflicts_with = "lines")]
+    key: Option<OsString>,
+    /// Do not run the job before this delay has passed (30s, 5min, 1h)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    after: Option<Duration>,
+    /// One job per line of stdin (without its line end), all in one transaction; print the count
+    #[arg(long)]
+    lines: bool,
+}
+
+/// Runs `leakgate jobs add`: exits 0 only once every job is durably stored.
+pub(crate) fn run(args: Args) -> ExitCode {
+    block_on("add", async move {
+        let lane = lane(&args.lane)?;
+        let key = match &args.key {
+            Some(k) => Some(
+                k.to_str().ok_or_else(|| format!("the key {k:?} is not UTF-8 text"))?.to_string(),
+            ),
+            None => None,
+        };
+        let after = args.after.unwrap_or_default();
+        let jobs =
+            if args.lines { read_lines(&lane, after)? } else { vec![read_one(&lane, key, after)?] };
+        let queue = open(&args.db.db).await?;
+        let added = queue.add_all(jobs).await.map_err(|e| e.to_string())?;
+        if args.lines {
+            crate::out::outln!("{}", added.iter().filter(|a| a.new).count());
+        } else if let Some(job) = added.first() {
+            crate::out::outln!("{}", job.id);
+        }
+        Ok(())
+    })
+}
+
+/// The whole of stdin as one payload (at most [`MAX_PAYLOAD`] bytes).
+fn read_one(lane: &str, key: Option<String>, after: Duration) -> Result<NewJob, String> {
+    let mut payload = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_PAYLOAD as u64 + 1)
+        .read_to_end(&mut payload)
+        .map_err(|e| format!("cannot read the payload from stdin: {e}"))?;
+    if payload.len() > MAX_PAYLOAD {
+        return Err(format!("the payload on stdin is larger than the limit of {MAX_PAYLOAD} bytes (nothing was added)"));
+    }
+    let mut job = NewJob::new(lane, payload).after(after);
+    if let Some(key) = key {
+        job = job.key(key);
+    }
+    job.check().map_err(|e| e.to_string())?;
+    Ok(job)
+}
+
+/// One job per line: the bytes before each `\n` (and a `\r` before it).
+fn read_lines(lane: &str, after: Duration) -> Result<Vec<NewJob>, String> {
+    let mut jobs = Vec::new();
+    let mut input = std::io::stdin().lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut input)
+            .take(MAX_PAYLOAD as u64 + 2)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        } else if line.len() > MAX_PAYLOAD {
+            return Err(format!(
+                "line {} is longer than the limit of {MAX_PAYLOAD} bytes (nothing was added)",
+                jobs.len() + 1
+            ));
+        }
+        let job = NewJob::new(lane, line.clone()).after(after);
+        job.check().map_err(|e| format!("line {}: {e} (nothing was added)", jobs.len() + 1))?;
+        jobs.push(job);
+    }
+    Ok(jobs)
+}

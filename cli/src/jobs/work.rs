@@ -1,0 +1,198 @@
+//! `leakgate jobs work`: runs COMMAND for each job, as its lane's pace allows.
+
+use super::{block_on, DbArg};
+use crate::duration::parse_duration;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use leakgate_jobs::{Job, Jobs, Outcome, Snapshot};
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// The arguments of `leakgate jobs work`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    db: DbArg,
+    /// The lane rules (TOML), stored in the database for every worker and reloaded when the
+    /// file changes (checked every second)
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
+    /// Jobs run at once by this worker
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    concurrency: u32,
+    /// How long a taken job is held without renewal (renewed every third of it while the
+    /// command runs); a job whose worker died runs again once it has run out
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    lease: Duration,
+    /// Runs before a failing job is dead
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    max_attempts: u32,
+    /// The wait before a failed job runs again, doubling with each attempt (plus up to a
+    /// quarter at random)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    backoff: Duration,
+    /// Exit 0 once no job is waiting or running in the database
+    #[arg(long)]
+    until_empty: bool,
+    /// An exit code of COMMAND that means "slow down": the job runs again, not as a failure,
+    /// and its lane pauses for --slow-down-pause, then resumes at its pace with no burst
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(i32).range(1..=255))]
+    slow_down_exit: Option<i32>,
+    /// How long a lane pauses after a "slow down"
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    slow_down_pause: Duration,
+    /// Remove done jobs finished longer ago than this (their keys are forgotten with them)
+    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = parse_duration)]
+    retention: Duration,
+    /// The command run for each job, with the payload on stdin and LEAKGATE_JOB_ID,
+    /// LEAKGATE_JOB_LANE and LEAKGATE_JOB_ATTEMPT in its environment; exit 0 means done
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// Runs `leakgate jobs work` until stopped (SIGTERM, SIGINT) or, with --until-empty, until the
+/// queue is empty.
+pub(crate) fn run(args: Args) -> ExitCode {
+    block_on("work", async move {
+        check_command(&args.command[0])?;
+        if args.lease < Duration::from_millis(10) {
+            return Err("--lease must be at least 10ms".into());
+        }
+        let queue = Jobs::builder(&args.db.db)
+            .lease(args.lease)
+            .max_attempts(args.max_attempts)
+            .backoff(args.backoff)
+            .open()
+            .await
+            .map_err(|e| e.to_string())?;
+        let bar = progress_bar();
+        let events = bar.clone();
+        let mut worker = queue
+            .worker()
+            .concurrency(args.concurrency as usize)
+            .until_empty(args.until_empty)
+            .retention(Some(args.retention))
+            .on_event(move |event| events.suspend(|| crate::out::errln!("leakgate jobs work: {event}")));
+        if let Some(rules) = &args.rules {
+            worker = worker.rules_file(rules, Duration::from_secs(1));
+        }
+        let stop = worker.stopper();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                return;
+            };
+            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            stop.stop();
+        });
+        let progress = worker.progress();
+        let ticker = bar.clone();
+        let ticking = tokio::spawn(async move {
+            loop {
+                ticker.set_message(line(&progress.snapshot()));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        let command = Arc::new(args.command.clone());
+        let slow = args.slow_down_exit.map(|code| (code, args.slow_down_pause));
+        let summary = worker.run(move |job| run_one(command.clone(), slow, job)).await.map_err(
+            |e| match &args.rules {
+                Some(path) => format!("{}: {e}", path.display()),
+                None => e.to_string(),
+            },
+        );
+        ticking.abort();
+        bar.finish_and_clear();
+        let summary = summary?;
+        crate::out::errln!("leakgate jobs work: {}", line(&summary));
+        Ok(())
+    })
+}
+
+/// One line of counts.
+fn line(s: &Snapshot) -> String {
+    format!(
+        "{} started, {} done, {} failed, {} dead, {} slowed down, {} lost; {} running, {} waiting or running in the queue",
+        s.started, s.done, s.failed, s.dead, s.slowed, s.lost, s.running, s.remaining
+    )
+}
+
+/// A live line on stderr when it is a terminal.
+fn progress_bar() -> ProgressBar {
+    let target = if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(None, target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} leakgate jobs work: {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Runs the command for one job.
+async fn run_one(command: Arc<Vec<OsString>>, slow: Option<(i32, Duration)>, job: Job) -> Outcome {
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("LEAKGATE_JOB_ID", job.id().to_string())
+        .env("LEAKGATE_JOB_LANE", job.lane())
+        .env("LEAKGATE_JOB_ATTEMPT", job.attempt().to_string())
+        .stdin(Stdio::piped())
+        // Its own process group: a Ctrl-C at the terminal stops the worker taking jobs, and
+        // lets the running commands finish.
+        .process_group(0);
+    if let Some(key) = job.key() {
+        cmd.env("LEAKGATE_JOB_KEY", key);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return Outcome::Failed(format!("cannot run {:?}: {e}", command[0])),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let payload = job.payload().to_vec();
+        // A command that does not read its stdin is fine: a broken pipe is ignored.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&payload).await;
+        });
+    }
+    match child.wait().await {
+        Ok(status) if status.success() => Outcome::Done,
+        Ok(status) => match (status.code(), slow) {
+            (Some(code), Some((slow_code, pause))) if code == slow_code => Outcome::SlowDown(pause),
+            (Some(code), _) => Outcome::Failed(format!("exit status {code}")),
+            (None, _) => Outcome::Failed(format!("killed by a signal ({status})")),
+        },
+        Err(e) => Outcome::Failed(format!("waiting for the command failed: {e}")),
+    }
+}
+
+/// Refuses a command that cannot run before any job is taken.
+fn check_command(program: &OsString) -> Result<(), String> {
+    let path = Path::new(program);
+    let found = if path.components().count() > 1 {
+        is_executable(path)
+    } else {
+        std::env::var_os("PATH")
+            .map(|paths| std::env::split_paths(&paths).any(|dir| is_executable(&dir.join(path))))
+            .unwrap_or(false)
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(format!("cannot run {program:?}: no such executable (nothing was taken)"))
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

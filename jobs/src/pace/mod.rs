@@ -1,0 +1,146 @@
+//! A lane's pace: its buckets, one per quota of its rule, each a TAT stored beside the jobs.
+//!
+//! The GCRA meaning is the core's (see `leakgate`'s CONTRACT and [`leakgate::Quota`]): a run of
+//! cost 1 at time `t` conforms to a bucket iff `max(TAT, t) + T - t <= tau`, and then
+//! `TAT := max(TAT, t) + T`; a lane with several quotas charges every bucket or none. Everything
+//! here is pure: the stores load the stored buckets in the claiming transaction, ask this module,
+//! and write back what it says. Time is nanoseconds since the Unix epoch (the database's clock).
+
+mod rate;
+
+use leakgate::Quota;
+use rate::Rate;
+
+/// A bucket as a row of the `pace` table: the quota it was charged under and its TAT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StoredBucket {
+    /// The quota's count, period (ns) and burst; `u64`s kept bit for bit in `BIGINT`s.
+    pub(crate) count: i64,
+    pub(crate) period_ns: i64,
+    pub(crate) burst: i64,
+    /// The TAT: `tat_ns + tat_frac / D` ns since the epoch, `0 <= tat_frac < D`.
+    pub(crate) tat_ns: i64,
+    pub(crate) tat_frac: i64,
+}
+
+/// One bucket, loaded: its rate and its TAT in the rate's units.
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    rate: Rate,
+    burst: u64,
+    tat: u128,
+}
+
+impl Bucket {
+    /// The first state boundary at which one more run conforms: `TAT + T - tau`, in units.
+    fn allowed(&self) -> u128 {
+        (self.tat + self.rate.interval()).saturating_sub(self.rate.tau())
+    }
+}
+
+/// A lane's buckets under its current rule (none: the lane is not paced).
+#[derive(Clone, Debug)]
+pub(crate) struct LanePace {
+    buckets: Vec<Bucket>,
+}
+
+impl LanePace {
+    /// The buckets of a lane whose rule has `quotas`, from the rows stored for it (by index).
+    ///
+    /// A row charged under the same rate is taken as is (its level capped at the burst when the
+    /// burst changed); a row of another rate keeps its *level*, `(TAT - now) / T` units of cost,
+    /// rounded up and capped at the new burst, as [`leakgate::RuleLimiter::reload`] does; a quota
+    /// with no row starts empty.
+    pub(crate) fn load(quotas: &[Quota], stored: &[StoredBucket], now: i64) -> LanePace {
+        let buckets = quotas
+            .iter()
+            .enumerate()
+            .map(|(i, quota)| {
+                let rate = Rate::new(quota);
+                let burst = quota.burst();
+                let tat = stored.get(i).map_or(0, |row| carry(&rate, burst, row, now));
+                Bucket { rate, burst, tat }
+            })
+            .collect();
+        LanePace { buckets }
+    }
+
+    /// Whether the lane has any bucket.
+    pub(crate) fn is_paced(&self) -> bool {
+        !self.buckets.is_empty()
+    }
+
+    /// The first clock reading (ns) at which one more run conforms to every bucket (0 when
+    /// unpaced).
+    pub(crate) fn allowed_at(&self) -> i64 {
+        self.buckets.iter().map(|b| b.rate.ns_ceil(b.allowed())).max().unwrap_or(0)
+    }
+
+    /// Charges one run at `now` to every bucket if it conforms to all of them; otherwise
+    /// changes nothing and returns the first reading at which it would.
+    pub(crate) fn admit(&mut self, now: i64) -> Result<(), i64> {
+        let allowed = self.allowed_at();
+        if now < allowed {
+            return Err(allowed);
+        }
+        for b in &mut self.buckets {
+            b.tat = b.tat.max(b.rate.at(now)).saturating_add(b.rate.interval());
+        }
+        Ok(())
+    }
+
+    /// "Slow down": no run before `until`, and then none of the burst either: every bucket is
+    /// made full at `until` (`TAT >= until + tau - T`), so the lane resumes at its steady rate.
+    pub(crate) fn push_back(&mut self, until: i64) {
+        for b in &mut self.buckets {
+            let full = b.rate.at(until).saturating_add(b.rate.tau() - b.rate.interval());
+            b.tat = b.tat.max(full);
+        }
+    }
+
+    /// The rows to store, one per quota, in order.
+    pub(crate) fn stored(&self) -> Vec<StoredBucket> {
+        self.buckets
+            .iter()
+            .map(|b| {
+                let (tat_ns, tat_frac) = b.rate.split(b.tat);
+                StoredBucket {
+                    count: b.rate.count as i64,
+                    period_ns: b.rate.period_ns as i64,
+                    burst: b.burst as i64,
+                    tat_ns,
+                    tat_frac,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A stored row's TAT in `rate`'s units (see [`LanePace::load`]).
+fn carry(rate: &Rate, burst: u64, row: &StoredBucket, now: i64) -> u128 {
+    let now_units = rate.at(now);
+    let full = now_units.saturating_add(rate.tau());
+    if rate.same_rate(row.count as u64, row.period_ns as u64) {
+        let tat = rate.join(row.tat_ns, row.tat_frac);
+        // The same burst: kept exactly, even past `now + tau` (a clock that went backwards must
+        // not hand out a fresh burst). Another burst: the level is capped at the new one.
+        return if row.burst as u64 == burst { tat } else { tat.min(full) };
+    }
+    let Ok(old) = Quota::new(
+        row.count as u64,
+        std::time::Duration::from_nanos(row.period_ns as u64),
+        (row.burst as u64).max(1),
+    ) else {
+        return full; // an unreadable row: the safe side is a full bucket
+    };
+    let old = Rate::new(&old);
+    let backlog = old.join(row.tat_ns, row.tat_frac).saturating_sub(old.at(now));
+    // level = backlog / T_old, in the new units: backlog * T_new / T_old, rounded up.
+    let carried = backlog
+        .checked_mul(rate.interval())
+        .map_or(rate.tau(), |scaled| scaled.div_ceil(old.interval()));
+    now_units.saturating_add(carried.min(rate.tau()))
+}
+
+#[cfg(test)]
+mod tests;

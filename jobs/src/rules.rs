@@ -1,0 +1,361 @@
+//! Lane rules: leakgate's [`Rules`] (a lane gets the quotas of its longest configured prefix) plus
+//! two options of a queue: `max_in_flight` (runs of one lane at once) and `max_waiting` (the
+//! leaky bucket's capacity: jobs waiting in one lane).
+//!
+//! The file format is the core's rules TOML; a rule written as a table may also carry the two
+//! options, and a table with only options sets them without pacing the lane:
+//!
+//! ```toml
+//! "refunds" = "1/s"                                            # every refunds/<bank>, paced
+//! "refunds/bank-a" = { quotas = ["1/s", "3000/h"], max_in_flight = 1, max_waiting = 100000 }
+//! "mail" = { max_in_flight = 4 }                               # not paced, 4 at once
+//! ```
+
+use leakgate::{Quota, Rule, Rules, RulesFileError};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The options this crate adds to a rule.
+const OPTIONS: [&str; 2] = ["max_in_flight", "max_waiting"];
+
+/// A lane's limits beyond its pace.
+///
+/// ```
+/// let rules = leakgate_jobs::LaneRules::from_toml("bank = { quota = \"1/s\", max_in_flight = 1 }")?;
+/// assert_eq!(rules.limits("bank/a").max_in_flight, Some(1));
+/// assert_eq!(rules.limits("bank/a").max_waiting, None);
+/// # Ok::<(), leakgate_jobs::RulesError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaneLimits {
+    /// The most runs of one lane at once, across all workers (`None`: no limit).
+    pub max_in_flight: Option<u64>,
+    /// The most jobs waiting in one lane: an `add` beyond it is refused (`None`: no limit).
+    pub max_waiting: Option<u64>,
+}
+
+/// The rules of a queue: pace and limits by lane path. Stored in the database (see
+/// [`Jobs::set_rules`](crate::Jobs::set_rules)), so that every worker paces by the same rules.
+///
+/// ```
+/// let rules = leakgate_jobs::LaneRules::from_toml(r#"
+///     "refunds" = "1/s"
+///     "refunds/bank-a" = { quotas = ["2/s", "3000/h"], max_in_flight = 1 }
+/// "#)?;
+/// let (path, quotas) = rules.pace("refunds/bank-a");
+/// assert_eq!((path, quotas.len()), ("refunds/bank-a", 2));
+/// assert_eq!(rules.pace("refunds/bank-b").1[0].to_string(), "1/s");
+/// assert!(rules.pace("mail/x").1.is_empty(), "a lane no rule matches is not paced");
+/// # Ok::<(), leakgate_jobs::RulesError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LaneRules {
+    rules: Rules,
+    limits: BTreeMap<String, LaneLimits>,
+    text: String,
+}
+
+impl LaneRules {
+    /// No rules: no lane is paced or limited.
+    ///
+    /// ```
+    /// assert!(leakgate_jobs::LaneRules::new().pace("any").1.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        LaneRules::default()
+    }
+
+    /// Rules from TOML text: the core's format, plus `max_in_flight` and `max_waiting` in table
+    /// rules. Errors name the line, the rule and the bad part.
+    ///
+    /// ```
+    /// let e = leakgate_jobs::LaneRules::from_toml("a = { quota = \"1/s\", max_in_flight = 0 }");
+    /// assert!(e.unwrap_err().to_string().contains("max_in_flight"));
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Self, RulesError> {
+        let Some(stripped) = strip_options(text)? else {
+            // No option of ours: the core's parser reads the text as written.
+            return Ok(LaneRules {
+                rules: Rules::from_toml(text).map_err(RulesError::from)?,
+                limits: BTreeMap::new(),
+                text: text.to_string(),
+            });
+        };
+        let (core_text, limits, options_only) = stripped;
+        let mut rules = Rules::from_toml(&core_text).map_err(|e| relocate(text, e))?;
+        for path in options_only {
+            rules.insert_rule(path, Rule::new([]));
+        }
+        Ok(LaneRules { rules, limits, text: text.to_string() })
+    }
+
+    /// Rules from a TOML file.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("leakgate-jobs-doc-{}.toml", std::process::id()));
+    /// std::fs::write(&path, "bank = \"1/s\"\n")?;
+    /// let rules = leakgate_jobs::LaneRules::from_file(&path)?;
+    /// assert_eq!(rules.pace("bank/a").0, "bank");
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, RulesError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            RulesError::from_message(format!("cannot read rules file {}: {e}", path.display()))
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// The text the rules were read from (what the database stores).
+    ///
+    /// ```
+    /// let rules = leakgate_jobs::LaneRules::from_toml("a = \"1/s\"")?;
+    /// assert_eq!(rules.text(), "a = \"1/s\"");
+    /// # Ok::<(), leakgate_jobs::RulesError>(())
+    /// ```
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The rule path and quotas that pace `lane` (no quotas: not paced). A rule in shadow mode
+    /// does not pace.
+    ///
+    /// ```
+    /// let rules = leakgate_jobs::LaneRules::from_toml("\"\" = \"5/s\"")?;
+    /// assert_eq!(rules.pace("anything").0, "");
+    /// # Ok::<(), leakgate_jobs::RulesError>(())
+    /// ```
+    pub fn pace(&self, lane: &str) -> (&str, &[Quota]) {
+        match self.rules.rule_for(lane) {
+            Some((path, rule)) if !rule.is_shadow() => (path, rule.quotas()),
+            Some((path, _)) => (path, &[]),
+            None => ("", &[]),
+        }
+    }
+
+    /// The limits of `lane`: those of the rule that paces it.
+    ///
+    /// ```
+    /// let rules = leakgate_jobs::LaneRules::from_toml("a = { max_waiting = 10 }")?;
+    /// assert_eq!(rules.limits("a/b").max_waiting, Some(10));
+    /// # Ok::<(), leakgate_jobs::RulesError>(())
+    /// ```
+    pub fn limits(&self, lane: &str) -> LaneLimits {
+        self.rules
+            .rule_for(lane)
+            .and_then(|(path, _)| self.limits.get(path).copied())
+            .unwrap_or_default()
+    }
+
+    /// The core rules (pace only).
+    ///
+    /// ```
+    /// let rules = leakgate_jobs::LaneRules::from_toml("a = \"1/s\"")?;
+    /// assert_eq!(rules.rules().len(), 1);
+    /// # Ok::<(), leakgate_jobs::RulesError>(())
+    /// ```
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+}
+
+impl fmt::Display for LaneRules {
+    /// One line per rule: path, quotas, limits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (path, rule) in self.rules.iter() {
+            write!(f, "{path:?} = {rule}")?;
+            if let Some(l) = self.limits.get(path) {
+                if let Some(n) = l.max_in_flight {
+                    write!(f, ", max_in_flight {n}")?;
+                }
+                if let Some(n) = l.max_waiting {
+                    write!(f, ", max_waiting {n}")?;
+                }
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+type Stripped = (String, BTreeMap<String, LaneLimits>, Vec<String>);
+
+/// Takes this crate's options out of the table rules: `None` when there are none.
+fn strip_options(text: &str) -> Result<Option<Stripped>, RulesError> {
+    let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
+        return Ok(None); // not TOML: the core's parser says where
+    };
+    let mut limits = BTreeMap::new();
+    let mut options_only = Vec::new();
+    for (path, value) in table.iter_mut() {
+        let toml::Value::Table(options) = value else { continue };
+        let mut lane = LaneLimits::default();
+        let mut found = false;
+        for name in OPTIONS {
+            let Some(v) = options.remove(name) else { continue };
+            found = true;
+            let n = match v {
+                toml::Value::Integer(n) if n >= 1 => n as u64,
+                other => {
+                    let line = line_of(text, path);
+                    let what = format!("{name} must be a whole number, at least 1, found {other}");
+                    return Err(error_at(line, path, &what));
+                }
+            };
+            match name {
+                "max_in_flight" => lane.max_in_flight = Some(n),
+                _ => lane.max_waiting = Some(n),
+            }
+        }
+        if found {
+            limits.insert(path.clone(), lane);
+            if options.is_empty() {
+                options_only.push(path.clone());
+            }
+        }
+    }
+    if limits.is_empty() {
+        return Ok(None);
+    }
+    table.retain(|path, _| !options_only.iter().any(|p| p == path));
+    let core_text = toml::to_string(&table).unwrap_or_default();
+    Ok(Some((core_text, limits, options_only)))
+}
+
+/// The line (from 1) where rule `path` is written, found by its key.
+fn line_of(text: &str, path: &str) -> Option<usize> {
+    let quoted = format!("{path:?}");
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.starts_with(&quoted)
+                || l.starts_with(&format!("{path} "))
+                || l.starts_with(&format!("{path}="))
+        })
+        .map(|i| i + 1)
+}
+
+/// An error from the core's parser of the rewritten text, placed on the original's line.
+fn relocate(text: &str, e: RulesFileError) -> RulesError {
+    match e.rule() {
+        Some(path) => error_at(line_of(text, path), path, e.message()),
+        None => e.into(),
+    }
+}
+
+fn error_at(line: Option<usize>, path: &str, message: &str) -> RulesError {
+    RulesError { line, rule: Some(path.to_string()), message: message.to_string() }
+}
+
+/// Why lane rules were refused: where, for which rule, and what is wrong.
+///
+/// ```
+/// let e = leakgate_jobs::LaneRules::from_toml("a = \"1/s\"\nb = \"5/fortnight\"").unwrap_err();
+/// assert_eq!((e.line(), e.rule()), (Some(2), Some("b")));
+/// assert!(e.to_string().contains("fortnight"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RulesError {
+    line: Option<usize>,
+    rule: Option<String>,
+    message: String,
+}
+
+impl RulesError {
+    /// The line (from 1) the error is on, when it is in the text.
+    ///
+    /// ```
+    /// assert_eq!(leakgate_jobs::LaneRules::from_toml("a = [").unwrap_err().line(), Some(1));
+    /// ```
+    pub fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// The path of the rule at fault, when there is one.
+    ///
+    /// ```
+    /// let e = leakgate_jobs::LaneRules::from_toml("a = 5").unwrap_err();
+    /// assert_eq!(e.rule(), Some("a"));
+    /// ```
+    pub fn rule(&self) -> Option<&str> {
+        self.rule.as_deref()
+    }
+
+    /// What is wrong, naming the bad part.
+    ///
+    /// ```
+    /// let e = leakgate_jobs::LaneRules::from_toml("a = { max_waiting = -1 }").unwrap_err();
+    /// assert!(e.message().contains("max_waiting"));
+    /// ```
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl RulesError {
+    /// An error about the rules as a whole (no line, no rule).
+    pub(crate) fn from_message(message: String) -> Self {
+        RulesError { line: None, rule: None, message }
+    }
+}
+
+impl From<RulesFileError> for RulesError {
+    fn from(e: RulesFileError) -> Self {
+        RulesError {
+            line: e.line(),
+            rule: e.rule().map(str::to_string),
+            message: e.message().into(),
+        }
+    }
+}
+
+impl fmt::Display for RulesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
+        if let Some(rule) = &self.rule {
+            write!(f, "rule {rule:?}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RulesError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_taken_out_and_the_rest_is_the_core_format() {
+        let rules = LaneRules::from_toml(
+            "\"refunds\" = \"1/s\"\n\"refunds/bank-a\" = { quotas = [\"1/s\", \"3000/h\"], max_in_flight = 1, max_waiting = 5 }\nmail = { max_in_flight = 4 }\n",
+        )
+        .unwrap();
+        assert_eq!(rules.pace("refunds/bank-a").1.len(), 2);
+        assert_eq!(rules.pace("refunds/bank-b").0, "refunds");
+        let a = rules.limits("refunds/bank-a/x");
+        assert_eq!((a.max_in_flight, a.max_waiting), (Some(1), Some(5)));
+        assert_eq!(rules.limits("refunds/bank-b"), LaneLimits::default());
+        assert!(rules.pace("mail/x").1.is_empty());
+        assert_eq!(rules.limits("mail/x").max_in_flight, Some(4));
+    }
+
+    #[test]
+    fn bad_options_and_bad_quotas_name_their_line_and_rule() {
+        let e = LaneRules::from_toml("a = \"1/s\"\nb = { quota = \"1/s\", max_in_flight = 0 }\n")
+            .unwrap_err();
+        assert_eq!((e.line(), e.rule()), (Some(2), Some("b")), "{e}");
+        assert!(e.to_string().contains("max_in_flight"), "{e}");
+        let e = LaneRules::from_toml(
+            "a = \"1/s\"\n\nb = { quota = \"1/fortnight\", max_in_flight = 2 }\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line(), e.rule()), (Some(3), Some("b")), "{e}");
+        assert!(e.to_string().contains("fortnight"), "{e}");
+        let e = LaneRules::from_toml("a = [").unwrap_err();
+        assert_eq!(e.line(), Some(1));
+    }
+}

@@ -1,0 +1,259 @@
+//! The two stores, SQLite and PostgreSQL, behind one set of operations.
+//!
+//! Both keep the same tables (see `schema` in each) and do the same thing in each operation; the
+//! decisions that are not SQL (pace, retry delays, which outcome a run gets) are made by the
+//! shared pure code in [`crate::pace`] and here, so the stores differ only in how they lock and
+//! talk to their database.
+
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+
+use crate::error::Error;
+use crate::job::{Added, Job, NewJob, Outcome};
+use crate::rules::LaneRules;
+use crate::status::{DeadJob, LaneStatus, Requeue, Run};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Job states, as stored.
+pub(crate) mod state {
+    /// Due, waiting for its turn.
+    pub(crate) const READY: i64 = 0;
+    /// Waiting for a time (`after`, backoff).
+    pub(crate) const SCHEDULED: i64 = 1;
+    /// Taken by a worker, under a lease.
+    pub(crate) const RUNNING: i64 = 2;
+    /// Finished (kept until purged).
+    pub(crate) const DONE: i64 = 3;
+    /// Failed `max_attempts` times.
+    pub(crate) const DEAD: i64 = 4;
+}
+
+/// How failed runs are retried, and how long a lease lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Policy {
+    pub(crate) max_attempts: u32,
+    pub(crate) backoff: Duration,
+    pub(crate) lease: Duration,
+}
+
+impl Policy {
+    /// The wait before the next run after `failures` failed runs (from 1): the backoff doubled
+    /// for each failure after the first, plus up to a quarter of it at random (jitter), so that
+    /// many jobs failing together do not come back together. Saturates.
+    pub(crate) fn retry_delay_ns(&self, failures: u32, seed: u64) -> i64 {
+        let base = crate::job::ns(self.backoff);
+        let doubled = base.saturating_mul(1i64 << failures.saturating_sub(1).min(40));
+        let jitter = (mix(seed) % 1024) as i64;
+        doubled.saturating_add(doubled / 4 / 1024 * jitter)
+    }
+
+    /// Whether a job with this many failures is dead.
+    pub(crate) fn is_dead(&self, failures: i64) -> bool {
+        failures >= i64::from(self.max_attempts)
+    }
+}
+
+/// A 64-bit mixer (splitmix64's finaliser), for jitter.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A run's outcome for job `id` at run `attempt` (the fence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Completion {
+    pub(crate) id: i64,
+    pub(crate) attempt: u32,
+    pub(crate) outcome: Outcome,
+}
+
+/// What a `take` asks for.
+#[derive(Clone, Debug)]
+pub(crate) struct Take {
+    /// Outcomes to record first, in the same transaction.
+    pub(crate) completions: Vec<Completion>,
+    /// At most this many jobs (0: only record, maintain and report).
+    pub(crate) max: usize,
+    pub(crate) policy: Policy,
+    /// The caller's time (ns since the epoch) instead of the database's.
+    pub(crate) now: Option<i64>,
+    /// Look without locks first, and take no lock when nothing is due (a wake-up that may be
+    /// for nothing); a worker woken by its slot skips the look.
+    pub(crate) look_first: bool,
+}
+
+/// What a `take` did.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Taken {
+    pub(crate) jobs: Vec<Job>,
+    /// Completions whose lease was lost (their outcome was not recorded).
+    pub(crate) lost: Vec<i64>,
+    /// The database's time of the transaction.
+    pub(crate) now: i64,
+    /// The earliest time (database clock) something may become takeable: a lane's next slot, a
+    /// scheduled job's time, a lease's end. `None`: nothing is waiting or running.
+    pub(crate) wake: Option<i64>,
+    /// Jobs waiting or running in the whole database after the transaction.
+    pub(crate) remaining: i64,
+    /// Leases that had run out and were taken back, and jobs that died of it.
+    pub(crate) expired: u64,
+    pub(crate) expired_dead: u64,
+    /// Failed runs that went dead.
+    pub(crate) died: u64,
+}
+
+/// The parsed rules of a database, cached by the version stored beside them.
+#[derive(Debug, Default)]
+pub(crate) struct RulesCache {
+    inner: Mutex<(i64, Arc<LaneRules>)>,
+}
+
+impl RulesCache {
+    /// The rules for `version`, parsing `text` (asked for only when the version changed).
+    pub(crate) fn get(
+        &self,
+        version: i64,
+        text: impl FnOnce() -> Result<String, Error>,
+    ) -> Result<Arc<LaneRules>, Error> {
+        let mut cached = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if cached.0 != version {
+            let rules =
+                if version == 0 { LaneRules::new() } else { LaneRules::from_toml(&text()?)? };
+            *cached = (version, Arc::new(rules));
+        }
+        Ok(cached.1.clone())
+    }
+
+    /// The version cached.
+    pub(crate) fn version(&self) -> i64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+}
+
+/// A database: SQLite or PostgreSQL.
+#[derive(Debug)]
+pub(crate) enum Store {
+    Sqlite(sqlite::Sqlite),
+    Postgres(Box<postgres::Postgres>),
+}
+
+impl Store {
+    /// Opens (and creates or migrates) the database named by `db`: a `postgres://` or
+    /// `postgresql://` URL, or a file path for SQLite.
+    pub(crate) async fn open(db: &str, connections: usize) -> Result<Store, Error> {
+        if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+            Ok(Store::Postgres(Box::new(postgres::Postgres::open(db, connections).await?)))
+        } else {
+            let path = db.to_string();
+            let store = tokio::task::spawn_blocking(move || sqlite::Sqlite::open(&path))
+                .await
+                .map_err(|e| Error::Database(format!("the SQLite thread failed: {e}")))??;
+            Ok(Store::Sqlite(store))
+        }
+    }
+
+    pub(crate) async fn add(
+        &self,
+        jobs: Vec<NewJob>,
+        now: Option<i64>,
+    ) -> Result<Vec<Added>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, r| sqlite::ops::add(c, &jobs, now, r)).await,
+            Store::Postgres(p) => p.add(jobs, now).await,
+        }
+    }
+
+    pub(crate) async fn take(&self, take: Take) -> Result<Taken, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, r| sqlite::claim::take(c, &take, r)).await,
+            Store::Postgres(p) => p.take(take).await,
+        }
+    }
+
+    pub(crate) async fn renew(
+        &self,
+        leases: Vec<(i64, u32)>,
+        lease: Duration,
+        now: Option<i64>,
+    ) -> Result<Vec<i64>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::renew(c, &leases, lease, now)).await,
+            Store::Postgres(p) => p.renew(leases, lease, now).await,
+        }
+    }
+
+    pub(crate) async fn set_rules(&self, text: String) -> Result<i64, Error> {
+        let rules = LaneRules::from_toml(&text)?;
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::set_rules(c, &text, &rules)).await,
+            Store::Postgres(p) => p.set_rules(text, rules).await,
+        }
+    }
+
+    pub(crate) async fn rules(&self) -> Result<Arc<LaneRules>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(sqlite::ops::rules).await,
+            Store::Postgres(p) => p.rules().await,
+        }
+    }
+
+    pub(crate) async fn status(&self, now: Option<i64>) -> Result<Vec<LaneStatus>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::report::status(c, now)).await,
+            Store::Postgres(p) => p.status(now).await,
+        }
+    }
+
+    pub(crate) async fn dead(
+        &self,
+        lane: Option<String>,
+        limit: i64,
+    ) -> Result<Vec<DeadJob>, Error> {
+        match self {
+            Store::Sqlite(s) => {
+                s.run(move |c, _| sqlite::report::dead(c, lane.as_deref(), limit)).await
+            }
+            Store::Postgres(p) => p.dead(lane, limit).await,
+        }
+    }
+
+    pub(crate) async fn runs(&self, lane: String) -> Result<Vec<Run>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::report::runs(c, &lane)).await,
+            Store::Postgres(p) => p.runs(lane).await,
+        }
+    }
+
+    pub(crate) async fn requeue(&self, which: Requeue, now: Option<i64>) -> Result<u64, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::requeue(c, &which, now)).await,
+            Store::Postgres(p) => p.requeue(which, now).await,
+        }
+    }
+
+    pub(crate) async fn purge(&self, older_than: Duration, now: Option<i64>) -> Result<u64, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::purge(c, older_than, now)).await,
+            Store::Postgres(p) => p.purge(older_than, now).await,
+        }
+    }
+
+    /// Waits until another connection changes the database or `timeout` passes, whichever is
+    /// first. SQLite: polls `PRAGMA data_version` every [`sqlite::POLL`]; PostgreSQL: `LISTEN`.
+    pub(crate) async fn changed(&self, timeout: Duration) {
+        match self {
+            Store::Sqlite(s) => s.changed(timeout).await,
+            Store::Postgres(p) => p.changed(timeout).await,
+        }
+    }
+
+    /// Which backend, for messages.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Store::Sqlite(_) => "SQLite",
+            Store::Postgres(_) => "PostgreSQL",
+        }
+    }
+}

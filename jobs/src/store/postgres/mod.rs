@@ -1,0 +1,212 @@
+//! PostgreSQL: one database, workers on many servers.
+//!
+//! * **Claims.** A claim locks the lanes it serves (`FOR UPDATE SKIP LOCKED`: a lane another
+//!   worker is claiming from is skipped, never waited for), then their pace rows (`FOR UPDATE`),
+//!   then reads the server's clock (`clock_timestamp()`), charges the buckets and takes the jobs,
+//!   all in one transaction. A lane's rows are locked by one claim at a time and each claim reads
+//!   the clock after its locks, so every charge sees the one before it, on one clock, whichever
+//!   server the worker runs on.
+//! * **Lock order.** Pace rows are only locked by a transaction that holds their lane's row;
+//!   transactions that wait for lane rows lock them sorted by lane. Deadlocks (and serialisation
+//!   failures) that remain possible between maintenance transactions are retried.
+//! * **Waking up.** One extra connection `LISTEN`s on `leakgate_jobs`; adds, requeues, new rules
+//!   and completions that free a limited lane `NOTIFY` it.
+//! * **TLS.** Not in this version: connect over loopback or a private network.
+
+mod claim;
+mod ops;
+mod record;
+mod report;
+mod schema;
+mod serve;
+
+use super::RulesCache;
+use crate::error::Error;
+use futures_util::StreamExt;
+use std::str::FromStr;
+use std::time::Duration;
+use tokio::sync::{Mutex, watch};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
+
+/// The channel adds and completions notify.
+const CHANNEL: &str = "leakgate_jobs";
+
+/// How long to wait for a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server's clock in nanoseconds since the Unix epoch (its resolution is a microsecond).
+pub(crate) const CLOCK_NS: &str =
+    "(floor(extract(epoch FROM clock_timestamp()) * 1000000))::bigint * 1000";
+
+/// An open PostgreSQL database: a few connections, and one that listens.
+pub(crate) struct Postgres {
+    config: Config,
+    clients: Vec<Mutex<Option<Client>>>,
+    pub(crate) rules: RulesCache,
+    /// Counts notifications; a worker marks what it has seen before each claim.
+    seen: std::sync::Mutex<watch::Receiver<u64>>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Postgres").field("connections", &self.clients.len()).finish()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl Postgres {
+    /// Connects (`connections` plus one listening), and creates or migrates the schema.
+    pub(crate) async fn open(url: &str, connections: usize) -> Result<Postgres, Error> {
+        let mut config = Config::from_str(url)
+            .map_err(|e| Error::Connect(format!("bad URL {:?}: {e}", redact(url))))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("leakgate-jobs");
+        let mut first = connect(&config).await?;
+        schema::migrate(&mut first).await?;
+        let mut clients = vec![Mutex::new(Some(first))];
+        for _ in 1..connections.max(1) {
+            clients.push(Mutex::new(Some(connect(&config).await?)));
+        }
+        let (tx, changes) = watch::channel(0u64);
+        let listener = tokio::spawn(listen(config.clone(), tx));
+        let seen = std::sync::Mutex::new(changes);
+        Ok(Postgres { config, clients, rules: RulesCache::default(), seen, listener })
+    }
+
+    /// A connection: a free one if any, else the first to come free; reconnects a closed one.
+    pub(crate) async fn client(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, Error> {
+        let mut guard = None;
+        for slot in &self.clients {
+            if let Ok(g) = slot.try_lock() {
+                guard = Some(g);
+                break;
+            }
+        }
+        let mut guard = match guard {
+            Some(g) => g,
+            None => self.clients[0].lock().await,
+        };
+        if guard.as_ref().is_none_or(|c| c.is_closed()) {
+            *guard = Some(connect(&self.config).await?);
+        }
+        Ok(guard)
+    }
+
+    /// Marks every notification so far as seen (called before a claim).
+    pub(crate) fn mark_seen(&self) {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).borrow_and_update();
+    }
+
+    /// Waits for a notification not yet seen, or `timeout`.
+    pub(crate) async fn changed(&self, timeout: Duration) {
+        let mut rx = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let _ = tokio::time::timeout(timeout, rx.changed()).await;
+    }
+}
+
+/// Connects once, driving the connection on a task.
+async fn connect(config: &Config) -> Result<Client, Error> {
+    let (client, connection) = config.connect(NoTls).await.map_err(connect_error)?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// Listens for notifications, reconnecting when the connection is lost; every notification (and
+/// every reconnection, which may have missed some) bumps the counter.
+async fn listen(config: Config, tx: watch::Sender<u64>) {
+    loop {
+        if let Ok((client, mut connection)) = config.connect(NoTls).await {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            let listening = async {
+                client.batch_execute(&format!("LISTEN {CHANNEL}")).await.ok()?;
+                tx.send_modify(|n| *n += 1);
+                std::future::pending::<Option<()>>().await
+            };
+            tokio::pin!(listening);
+            loop {
+                tokio::select! {
+                    _ = &mut listening => break,
+                    message = messages.next() => match message {
+                        Some(Ok(AsyncMessage::Notification(_))) => tx.send_modify(|n| *n += 1),
+                        Some(Ok(_)) => {}
+                        _ => break,
+                    },
+                }
+            }
+        }
+        if tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A connection error in words: the server's message (a wrong password) or why it could not be
+/// reached.
+fn connect_error(e: tokio_postgres::Error) -> Error {
+    match e.as_db_error() {
+        Some(db) => Error::Connect(db.message().to_string()),
+        None => {
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                message = format!("{message}: {s}");
+                source = s.source();
+            }
+            Error::Connect(message)
+        }
+    }
+}
+
+/// A URL with its password hidden, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Whether an error is worth running the transaction again for: a deadlock or a serialisation
+/// failure, both resolved by trying again.
+pub(crate) fn retryable(e: &Error) -> bool {
+    matches!(e, Error::Database(m) if m.contains("40P01") || m.contains("40001"))
+}
+
+/// Runs a transaction body again while it fails with a [`retryable`] error (up to 5 times).
+macro_rules! retrying {
+    ($body:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $body {
+                Err(e) if crate::store::postgres::retryable(&e) && tries < 5 => tries += 1,
+                result => break result,
+            }
+        }
+    }};
+}
+pub(crate) use retrying;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_hidden_in_messages() {
+        assert_eq!(super::redact("postgres://u:secret@h:5/db"), "postgres://u:***@h:5/db");
+        assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
+    }
+}

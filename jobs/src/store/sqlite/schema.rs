@@ -1,0 +1,114 @@
+//! The SQLite schema, as numbered migrations applied in order (never edited once released: a
+//! change is a new migration). Times are nanoseconds since the Unix epoch; states are those of
+//! [`crate::store::state`].
+
+use crate::error::Error;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+/// Migration `i` brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: jobs, lanes (counters, round-robin stamp, cached next slot), pace buckets, runs, rules.
+    "
+    CREATE TABLE jobs (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        lane        TEXT    NOT NULL,
+        payload     BLOB    NOT NULL,
+        key         TEXT    UNIQUE,
+        state       INTEGER NOT NULL,
+        attempt     INTEGER NOT NULL DEFAULT 0,
+        failures    INTEGER NOT NULL DEFAULT 0,
+        run_at      INTEGER NOT NULL,
+        lease_until INTEGER,
+        added_at    INTEGER NOT NULL,
+        started_at  INTEGER,
+        finished_at INTEGER,
+        last_error  TEXT
+    );
+    CREATE INDEX jobs_ready     ON jobs (lane, id)      WHERE state = 0;
+    CREATE INDEX jobs_scheduled ON jobs (run_at)        WHERE state = 1;
+    CREATE INDEX jobs_running   ON jobs (lease_until)   WHERE state = 2;
+    CREATE INDEX jobs_done      ON jobs (finished_at)   WHERE state = 3;
+    CREATE INDEX jobs_dead      ON jobs (lane, id)      WHERE state = 4;
+    CREATE TABLE lanes (
+        lane          TEXT    PRIMARY KEY,
+        ready         INTEGER NOT NULL DEFAULT 0,
+        scheduled     INTEGER NOT NULL DEFAULT 0,
+        running       INTEGER NOT NULL DEFAULT 0,
+        dead          INTEGER NOT NULL DEFAULT 0,
+        done          INTEGER NOT NULL DEFAULT 0,
+        served        INTEGER NOT NULL DEFAULT 0,
+        next_slot     INTEGER NOT NULL DEFAULT 0,
+        paused_until  INTEGER NOT NULL DEFAULT 0,
+        max_in_flight INTEGER
+    ) WITHOUT ROWID;
+    CREATE INDEX lanes_turn ON lanes (served) WHERE ready > 0;
+    CREATE TABLE pace (
+        lane      TEXT    NOT NULL,
+        idx       INTEGER NOT NULL,
+        count     INTEGER NOT NULL,
+        period_ns INTEGER NOT NULL,
+        burst     INTEGER NOT NULL,
+        tat_ns    INTEGER NOT NULL,
+        tat_frac  INTEGER NOT NULL,
+        PRIMARY KEY (lane, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE runs (
+        job        INTEGER NOT NULL,
+        attempt    INTEGER NOT NULL,
+        lane       TEXT    NOT NULL,
+        slot       INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        PRIMARY KEY (job, attempt)
+    ) WITHOUT ROWID;
+    CREATE INDEX runs_lane ON runs (lane, started_at);
+    CREATE TABLE rules (
+        id      INTEGER PRIMARY KEY CHECK (id = 1),
+        version INTEGER NOT NULL,
+        text    TEXT    NOT NULL
+    );
+    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO counters VALUES ('served', 0);
+    ",
+];
+
+/// The schema version this crate writes.
+pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Creates or migrates the schema, in one `BEGIN IMMEDIATE` transaction (so two processes
+/// opening a new file at once do not both create it).
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), Error> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS leakgate_jobs_schema (version INTEGER NOT NULL)")?;
+    let found: Option<i64> =
+        tx.query_row("SELECT version FROM leakgate_jobs_schema", [], |r| r.get(0)).optional()?;
+    let found = found.unwrap_or(0);
+    if found > VERSION {
+        return Err(Error::SchemaTooNew { found, supported: VERSION });
+    }
+    if found == 0 && !is_ours_or_empty(&tx)? {
+        return Err(Error::Database(
+            "the SQLite file holds other tables: give leakgate jobs a database of its own".into(),
+        ));
+    }
+    for migration in &MIGRATIONS[found as usize..] {
+        tx.execute_batch(migration)?;
+    }
+    if found == 0 {
+        tx.execute("INSERT INTO leakgate_jobs_schema VALUES (?1)", [VERSION])?;
+    } else if found < VERSION {
+        tx.execute("UPDATE leakgate_jobs_schema SET version = ?1", [VERSION])?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Whether a database without our version row has no tables but the version table.
+fn is_ours_or_empty(conn: &Connection) -> Result<bool, Error> {
+    let others: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name <> 'leakgate_jobs_schema' \
+         AND name NOT LIKE 'sqlite_%'",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(others == 0)
+}

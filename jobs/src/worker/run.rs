@@ -1,0 +1,263 @@
+//! The worker's loop.
+//!
+//! One loop, one transaction per turn: the outcomes of the runs that ended since the last turn
+//! are recorded in the same transaction that takes the next jobs (so a worker at concurrency 1
+//! commits once per job). The transaction also reports the earliest time anything may become
+//! takeable (a lane's next slot, a delayed job, a lease's end); the loop then sleeps until that
+//! time, a run ending, a lease renewal (every third of the lease), a stop, or a change to the
+//! database (an add through this handle, PostgreSQL `NOTIFY`, or SQLite's `data_version` seen
+//! to move, see [`crate::store`]). It never polls to find out when a lane may go.
+
+use super::progress::Counter;
+use super::{Event, Snapshot, Worker, rules_file};
+use crate::error::Error;
+use crate::job::{Job, Outcome};
+use crate::store::{Completion, Taken};
+use futures_util::FutureExt;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// How often done jobs past the retention are purged.
+const PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// A run that ends this close before the next slot has its outcome recorded in that slot's claim.
+const RIDE_ALONG: Duration = Duration::from_millis(50);
+
+/// How long to wait before retrying after a failed database operation (doubling to a minute).
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+
+impl Worker {
+    /// Runs jobs with `handler` until stopped (or, with [`until_empty`](Self::until_empty), until
+    /// the queue is empty); answers the counts. A handler that panics fails its run.
+    ///
+    /// Errors only when the rules file cannot be used at start; database errors later are
+    /// reported as [`Event::Retrying`] and retried.
+    ///
+    /// ```no_run
+    /// # async fn f(jobs: leakgate_jobs::Jobs) -> Result<(), leakgate_jobs::Error> {
+    /// let summary = jobs.worker().run(|job| async move {
+    ///     if job.payload().is_empty() { leakgate_jobs::Outcome::Failed("empty".into()) }
+    ///     else { leakgate_jobs::Outcome::Done }
+    /// }).await?;
+    /// println!("{} done", summary.done);
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, Fut>(self, handler: F) -> Result<Snapshot, Error>
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let mut rules = match &self.rules_file {
+            Some(path) => {
+                Some(rules_file::RulesFile::load(&self.jobs, path, self.rules_poll).await?)
+            }
+            None => None,
+        };
+        if let Some(r) = &rules {
+            self.emit(&Event::RulesLoaded { rules: r.len() });
+        }
+        let handler = Arc::new(handler);
+        let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Completion>();
+        let mut stop = self.stop.subscribe();
+        let mut running: HashMap<i64, u32> = HashMap::new();
+        let mut ended: Vec<Completion> = Vec::new();
+        let lease = self.jobs.policy().lease;
+        let mut renew_at = Instant::now() + lease / 3;
+        let mut purge_at = Instant::now();
+        let mut retry_wait = RETRY_FIRST;
+        // Whether the next claim should first look without locks (after a wake-up by a change
+        // elsewhere, which may be nothing for this worker); not when a slot or a run ended.
+        let mut look_first = true;
+        loop {
+            while let Ok(c) = ended_rx.try_recv() {
+                running.remove(&c.id);
+                ended.push(c);
+            }
+            let stopping = *stop.borrow();
+            if stopping && running.is_empty() && ended.is_empty() {
+                break;
+            }
+            let room = if stopping { 0 } else { self.concurrency - running.len() };
+            let started = Instant::now();
+            let result = self.jobs.take_raw(ended.clone(), room, look_first).await;
+            let taken = match result {
+                Ok(taken) => taken,
+                Err(e) => {
+                    self.emit(&Event::Retrying(e));
+                    tokio::time::sleep(retry_wait).await;
+                    retry_wait = (retry_wait * 2).min(Duration::from_secs(60));
+                    continue;
+                }
+            };
+            retry_wait = RETRY_FIRST;
+            metrics::histogram!("leakgate_jobs_claim_seconds").record(started.elapsed());
+            self.count(&ended, &taken);
+            ended.clear();
+            let took = taken.jobs.len();
+            for job in taken.jobs {
+                running.insert(job.id, job.attempt);
+                metrics::histogram!("leakgate_jobs_lateness_seconds").record(job.lateness());
+                let (handler, ended_tx) = (handler.clone(), ended_tx.clone());
+                let (id, attempt) = (job.id, job.attempt);
+                tokio::spawn(async move {
+                    let outcome = AssertUnwindSafe(handler(job)).catch_unwind().await;
+                    let outcome =
+                        outcome.unwrap_or_else(|_| Outcome::Failed("the handler panicked".into()));
+                    let _ = ended_tx.send(Completion { id, attempt, outcome });
+                });
+            }
+            self.progress.set(Counter::Running, running.len() as u64);
+            self.progress.set(Counter::Remaining, taken.remaining.max(0) as u64);
+            if running.is_empty() && (stopping || (self.until_empty && taken.remaining == 0)) {
+                break;
+            }
+            // When to look again: the earliest slot (if there is room to take), the next lease
+            // renewal (if running), the rules file, the purge.
+            let now = Instant::now();
+            let mut until = now + Duration::from_secs(3600);
+            // The database's time was read at the start of the transaction: count the wait from
+            // then, not from its end.
+            let wake_at = taken.wake.map(|wake| {
+                started + Duration::from_nanos(wake.saturating_sub(taken.now).max(0) as u64)
+            });
+            if room > took
+                && let Some(at) = wake_at
+            {
+                // Nothing taken yet something due now: another process holds it; look again
+                // shortly rather than at once.
+                let at = if took == 0 { at.max(now + Duration::from_millis(1)) } else { at };
+                until = until.min(at);
+            }
+            if !running.is_empty() {
+                until = until.min(renew_at);
+            }
+            if let Some(r) = &rules {
+                until = until.min(r.next_check());
+            }
+            if self.retention.is_some() {
+                until = until.min(purge_at);
+            }
+            look_first = false;
+            while until > Instant::now() {
+                let can_take = room > took;
+                tokio::select! {
+                    Some(c) = ended_rx.recv() => {
+                        running.remove(&c.id);
+                        ended.push(c);
+                        // A slot coming soon: record this outcome in its transaction (one
+                        // commit instead of two, and no commit in flight when the slot comes).
+                        let soon = Instant::now() + RIDE_ALONG;
+                        match wake_at {
+                            Some(at) if at > Instant::now() && at <= soon && !stopping => until = until.min(at),
+                            _ => break,
+                        }
+                    }
+                    _ = sleep_until(until) => break,
+                    _ = self.jobs.changed(until.saturating_duration_since(Instant::now())), if can_take => {
+                        look_first = true;
+                        break;
+                    }
+                    _ = stop.changed() => break,
+                }
+            }
+            let now = Instant::now();
+            if now >= renew_at {
+                renew_at = now + lease / 3;
+                self.renew(&mut running).await;
+            }
+            if let Some(r) = &mut rules
+                && now >= r.next_check()
+                && let Some(event) = r.check(&self.jobs).await
+            {
+                self.emit(&event);
+            }
+            if let Some(keep) = self.retention.filter(|_| now >= purge_at) {
+                purge_at = now + PURGE_EVERY;
+                match self.jobs.purge(keep).await {
+                    Ok(0) => {}
+                    Ok(n) => self.emit(&Event::Purged { jobs: n }),
+                    Err(e) => self.emit(&Event::Retrying(e)),
+                }
+            }
+        }
+        Ok(self.progress.snapshot())
+    }
+
+    /// Counts what one transaction recorded and took.
+    fn count(&self, ended: &[Completion], taken: &Taken) {
+        let p = &self.progress;
+        for c in ended.iter().filter(|c| !taken.lost.contains(&c.id)) {
+            let (counter, metric) = match c.outcome {
+                Outcome::Done => (Counter::Done, "leakgate_jobs_done_total"),
+                Outcome::Failed(_) => (Counter::Failed, "leakgate_jobs_failed_total"),
+                Outcome::SlowDown(_) => (Counter::Slowed, "leakgate_jobs_slow_downs_total"),
+            };
+            p.add(counter, 1);
+            metrics::counter!(metric).increment(1);
+        }
+        for &job in &taken.lost {
+            p.add(Counter::Lost, 1);
+            self.emit(&Event::LeaseLost { job });
+        }
+        let dead = taken.died + taken.expired_dead;
+        p.add(Counter::Dead, dead);
+        p.add(Counter::Started, taken.jobs.len() as u64);
+        metrics::counter!("leakgate_jobs_runs_total").increment(taken.jobs.len() as u64);
+        metrics::counter!("leakgate_jobs_dead_total").increment(dead);
+        metrics::counter!("leakgate_jobs_lease_expiries_total").increment(taken.expired);
+        let retries =
+            ended.iter().filter(|c| matches!(c.outcome, Outcome::Failed(_))).count() as u64;
+        metrics::counter!("leakgate_jobs_retries_total")
+            .increment(retries.saturating_sub(taken.died));
+    }
+
+    /// Renews the leases of the runs going on; a run whose lease was lost is marked (attempt
+    /// 0) and not renewed again (its job is back in the queue; the run still takes its place in
+    /// the concurrency until it ends).
+    async fn renew(&self, running: &mut HashMap<i64, u32>) {
+        let leases: Vec<(i64, u32)> =
+            running.iter().filter(|&(_, a)| *a > 0).map(|(&id, &attempt)| (id, attempt)).collect();
+        if leases.is_empty() {
+            return;
+        }
+        match self.jobs.renew_raw(leases).await {
+            Ok(lost) => {
+                for job in lost {
+                    running.insert(job, 0);
+                    self.emit(&Event::LeaseLost { job });
+                }
+            }
+            Err(e) => self.emit(&Event::Retrying(e)),
+        }
+    }
+
+    fn emit(&self, event: &Event) {
+        if let Some(sink) = &self.events {
+            sink(event);
+        }
+    }
+}
+
+/// Sleeps until `at`, to within tens of microseconds: tokio's timer wakes on whole milliseconds
+/// (its driver waits in `epoll_wait`, whose timeout is in milliseconds), which alone would make
+/// a start up to a millisecond late; so the last 2 ms are slept on a blocking thread
+/// (`nanosleep`). A timed sleep either way, never a poll.
+async fn sleep_until(at: Instant) {
+    const FINE: Duration = Duration::from_millis(2);
+    let now = Instant::now();
+    if at <= now {
+        return;
+    }
+    if at - now > FINE {
+        tokio::time::sleep_until(at - FINE).await;
+    }
+    let left = at.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
+    }
+}
