@@ -1,0 +1,275 @@
+//! Dispatching one command, and the commands clients send when they connect (`HELLO`,
+//! `CLIENT`, `SELECT`, `COMMAND`, `INFO`, `CONFIG GET`, ...), answered as a Redis 6 server
+//! speaking RESP2 would, so that common client libraries connect unchanged.
+
+use super::{reply, throttle};
+use crate::limits::Limits;
+use bytes::BytesMut;
+use leakgate::Clock;
+
+/// The Redis version this server presents itself as to clients that ask.
+const REDIS_VERSION: &str = "6.2.0";
+
+/// Each command this server answers: name, arity (negative: at least that many), first key.
+const COMMANDS: &[(&str, i64, i64)] = &[
+    ("ping", -1, 0),
+    ("echo", 2, 0),
+    ("quit", -1, 0),
+    ("hello", -1, 0),
+    ("auth", -2, 0),
+    ("client", -2, 0),
+    ("select", 2, 0),
+    ("command", -1, 0),
+    ("info", -1, 0),
+    ("config", -2, 0),
+    ("reset", 1, 0),
+    ("cl.throttle", -5, 1),
+    ("lg.check", -2, 1),
+    ("lg.checkall", -3, 2),
+    ("lg.rule", 2, 1),
+];
+
+/// One connection's state.
+#[derive(Debug, Default)]
+pub(crate) struct Conn {
+    pub(crate) id: u64,
+    pub(crate) name: Option<Vec<u8>>,
+    /// Reused for each `CL.THROTTLE` key.
+    pub(crate) key_buf: String,
+}
+
+/// What a command did to the connection.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// The reply is an error.
+    pub(crate) error: bool,
+    /// Close the connection once the reply is written (`QUIT`).
+    pub(crate) close: bool,
+}
+
+fn error(out: &mut BytesMut, text: &str) -> Outcome {
+    reply::error(out, text);
+    Outcome { error: true, close: false }
+}
+
+const OK: Outcome = Outcome { error: false, close: false };
+
+/// Runs the command `args` (name first, never empty) and writes its reply into `out`.
+pub(crate) async fn execute<C: Clock + 'static>(
+    limits: &Limits<C>,
+    conn: &mut Conn,
+    args: &[&[u8]],
+    out: &mut BytesMut,
+) -> Outcome {
+    let mut lower = [0u8; 16];
+    let name = args[0];
+    let command = match lower.get_mut(..name.len()) {
+        Some(lower) => {
+            lower.copy_from_slice(name);
+            lower.make_ascii_lowercase();
+            std::str::from_utf8(lower).unwrap_or("")
+        }
+        None => "",
+    };
+    match command {
+        "cl.throttle" => {
+            let error = throttle::cl_throttle(limits, args, &mut conn.key_buf, out).await;
+            Outcome { error, close: false }
+        }
+        "lg.check" | "lg.checkall" | "lg.rule" => {
+            let error = throttle::lg(limits, command, args, out).await;
+            Outcome { error, close: false }
+        }
+        "ping" => match args {
+            [_] => {
+                reply::simple(out, "PONG");
+                OK
+            }
+            [_, message] => {
+                reply::bulk(out, message);
+                OK
+            }
+            _ => arity(out, "ping"),
+        },
+        "echo" => match args {
+            [_, message] => {
+                reply::bulk(out, message);
+                OK
+            }
+            _ => arity(out, "echo"),
+        },
+        "quit" => {
+            reply::simple(out, "OK");
+            Outcome { error: false, close: true }
+        }
+        "reset" => {
+            conn.name = None;
+            reply::simple(out, "RESET");
+            OK
+        }
+        "hello" => hello(conn, args, out),
+        "auth" => error(out, "ERR no password is set on this server: AUTH is not needed"),
+        "client" => client(conn, args, out),
+        "select" => match args.get(1).and_then(|db| throttle::parse_int(db)) {
+            // One set of buckets, whichever database a client selects.
+            Some(db) if (0..16).contains(&db) => {
+                reply::simple(out, "OK");
+                OK
+            }
+            Some(_) => error(out, "ERR DB index is out of range"),
+            None => error(out, "ERR value is not an integer or out of range"),
+        },
+        "command" => command_info(args, out),
+        "info" => {
+            let info = format!(
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
+                 leakgate_version:{}\r\nleakgate_backend:{}\r\n\r\n# Persistence\r\nloading:0\r\n\
+                 \r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n",
+                env!("CARGO_PKG_VERSION"),
+                limits.rules.kind(),
+            );
+            reply::bulk(out, info.as_bytes());
+            OK
+        }
+        "config" => match args.get(1) {
+            // No configuration to show: an empty list, as for a parameter that does not exist.
+            Some(sub) if sub.eq_ignore_ascii_case(b"get") => {
+                reply::array(out, 0);
+                OK
+            }
+            _ => error(out, "ERR this server's configuration cannot be changed over RESP"),
+        },
+        _ => unknown(out, args),
+    }
+}
+
+fn arity(out: &mut BytesMut, command: &str) -> Outcome {
+    error(out, &format!("ERR wrong number of arguments for '{command}' command"))
+}
+
+fn unknown(out: &mut BytesMut, args: &[&[u8]]) -> Outcome {
+    let shown = |bytes: &[u8]| String::from_utf8_lossy(&bytes[..bytes.len().min(64)]).into_owned();
+    let rest: Vec<String> = args[1..].iter().take(4).map(|a| format!("'{}'", shown(a))).collect();
+    error(
+        out,
+        &format!(
+            "ERR unknown command '{}', with args beginning with: {}",
+            shown(args[0]),
+            rest.join(" ")
+        ),
+    )
+}
+
+/// `HELLO [protover [AUTH user pass] [SETNAME name]]`: RESP2 only.
+fn hello(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
+    if let Some(version) = args.get(1) {
+        if throttle::parse_int(version) != Some(2) {
+            return error(out, "NOPROTO this server speaks RESP2 only");
+        }
+    }
+    let mut rest = args.get(2..).unwrap_or_default();
+    while let [option, tail @ ..] = rest {
+        if option.eq_ignore_ascii_case(b"auth") && tail.len() >= 2 {
+            return error(out, "ERR no password is set on this server: AUTH is not needed");
+        } else if option.eq_ignore_ascii_case(b"setname") && !tail.is_empty() {
+            conn.name = Some(tail[0].to_vec());
+            rest = &tail[1..];
+        } else {
+            return error(out, "ERR syntax error in HELLO");
+        }
+    }
+    reply::array(out, 14);
+    for (field, value) in [
+        ("server", "leakgate"),
+        ("version", REDIS_VERSION),
+        ("proto", ""),
+        ("id", ""),
+        ("mode", "standalone"),
+        ("role", "master"),
+        ("modules", ""),
+    ] {
+        reply::bulk(out, field.as_bytes());
+        match field {
+            "proto" => reply::integer(out, 2),
+            "id" => reply::integer(out, conn.id as i64),
+            "modules" => reply::array(out, 0),
+            _ => reply::bulk(out, value.as_bytes()),
+        }
+    }
+    OK
+}
+
+/// `CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|...`.
+fn client(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
+    let Some(sub) = args.get(1) else { return arity(out, "client") };
+    let is = |name: &[u8]| sub.eq_ignore_ascii_case(name);
+    if is(b"setname") && args.len() == 3 {
+        conn.name = Some(args[2].to_vec()).filter(|n| !n.is_empty());
+        reply::simple(out, "OK");
+    } else if is(b"getname") {
+        match &conn.name {
+            Some(name) => reply::bulk(out, name),
+            None => reply::null(out),
+        }
+    } else if is(b"id") {
+        reply::integer(out, conn.id as i64);
+    } else if is(b"info") {
+        let name = conn.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+        reply::bulk(out, format!("id={} name={name}\n", conn.id).as_bytes());
+    } else if is(b"setinfo") || is(b"no-evict") || is(b"no-touch") || is(b"reply") {
+        // Library names and eviction hints: nothing to keep here.
+        reply::simple(out, "OK");
+    } else {
+        let sub = String::from_utf8_lossy(sub);
+        return error(out, &format!("ERR unknown subcommand '{sub}' for CLIENT"));
+    }
+    OK
+}
+
+/// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`, `COMMAND INFO name...`, `COMMAND LIST`.
+fn command_info(args: &[&[u8]], out: &mut BytesMut) -> Outcome {
+    let entry = |out: &mut BytesMut, &(name, arity, first): &(&str, i64, i64)| {
+        reply::array(out, 6);
+        reply::bulk(out, name.as_bytes());
+        reply::integer(out, arity);
+        reply::array(out, 0);
+        reply::integer(out, first);
+        reply::integer(out, first);
+        reply::integer(out, i64::from(first > 0));
+    };
+    match args.get(1) {
+        None => {
+            reply::array(out, COMMANDS.len());
+            for command in COMMANDS {
+                entry(out, command);
+            }
+        }
+        Some(sub) if sub.eq_ignore_ascii_case(b"count") => {
+            reply::integer(out, COMMANDS.len() as i64);
+        }
+        Some(sub) if sub.eq_ignore_ascii_case(b"list") => {
+            reply::array(out, COMMANDS.len());
+            for (name, _, _) in COMMANDS {
+                reply::bulk(out, name.as_bytes());
+            }
+        }
+        Some(sub) if sub.eq_ignore_ascii_case(b"docs") => reply::array(out, 0),
+        Some(sub) if sub.eq_ignore_ascii_case(b"info") => {
+            reply::array(out, args.len() - 2);
+            for asked in &args[2..] {
+                match COMMANDS
+                    .iter()
+                    .find(|(name, _, _)| asked.eq_ignore_ascii_case(name.as_bytes()))
+                {
+                    Some(command) => entry(out, command),
+                    None => reply::null(out),
+                }
+            }
+        }
+        Some(sub) => {
+            let sub = String::from_utf8_lossy(sub);
+            return error(out, &format!("ERR unknown subcommand '{sub}' for COMMAND"));
+        }
+    }
+    OK
+}

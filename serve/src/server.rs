@@ -1,0 +1,425 @@
+//! [`Config`], [`start`] and [`Running`]: binding the listeners a configuration names, and
+//! stopping them gracefully.
+
+use crate::backend::Backend;
+use crate::limits::Limits;
+use crate::reload;
+use crate::rules_file::{LoadedRules, RulesError};
+use leakgate::{Clock, RuleLimiter, Rules, TscClock};
+use leakgate_redis::AsyncRedisRuleLimiter;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// What to serve: the rules file, the listeners, and where the buckets live.
+///
+/// ```
+/// use leakgate_serve::Config;
+/// let config = Config::new("rules.toml")
+///     .resp("127.0.0.1:6380".parse()?)
+///     .grpc("127.0.0.1:8081".parse()?)
+///     .http("127.0.0.1:9090".parse()?);
+/// # let _ = config;
+/// # Ok::<(), std::net::AddrParseError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) rules: PathBuf,
+    pub(crate) grpc: Option<SocketAddr>,
+    pub(crate) resp: Option<SocketAddr>,
+    pub(crate) http: Option<SocketAddr>,
+    pub(crate) redis: Option<String>,
+    pub(crate) redis_deadline: Option<Duration>,
+    pub(crate) rate_limit_headers: bool,
+    pub(crate) watch_every: Duration,
+    pub(crate) max_connections: usize,
+}
+
+impl Config {
+    /// Serves the rules file at `rules` (TOML, or Envoy's YAML for `.yaml`/`.yml`), in memory,
+    /// with no listener yet.
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml");
+    /// # let _ = config;
+    /// ```
+    pub fn new(rules: impl Into<PathBuf>) -> Config {
+        Config {
+            rules: rules.into(),
+            grpc: None,
+            resp: None,
+            http: None,
+            redis: None,
+            redis_deadline: None,
+            rate_limit_headers: false,
+            watch_every: Duration::from_millis(500),
+            max_connections: 10_000,
+        }
+    }
+
+    /// Serves Envoy's rate-limit service over gRPC on `addr` (port 0: any free port).
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml").grpc("127.0.0.1:0".parse()?);
+    /// # let _ = config; Ok::<(), std::net::AddrParseError>(())
+    /// ```
+    pub fn grpc(mut self, addr: SocketAddr) -> Config {
+        self.grpc = Some(addr);
+        self
+    }
+
+    /// Serves the Redis protocol (`CL.THROTTLE`, `LG.CHECK`, ...) on `addr`.
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml").resp("127.0.0.1:0".parse()?);
+    /// # let _ = config; Ok::<(), std::net::AddrParseError>(())
+    /// ```
+    pub fn resp(mut self, addr: SocketAddr) -> Config {
+        self.resp = Some(addr);
+        self
+    }
+
+    /// Serves `/metrics`, `/buckets` and the page `/` on `addr`.
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml").http("127.0.0.1:0".parse()?);
+    /// # let _ = config; Ok::<(), std::net::AddrParseError>(())
+    /// ```
+    pub fn http(mut self, addr: SocketAddr) -> Config {
+        self.http = Some(addr);
+        self
+    }
+
+    /// Keeps the buckets in the Redis at `url`, shared by every instance that uses it.
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml").redis("redis://127.0.0.1:6379/");
+    /// # let _ = config;
+    /// ```
+    pub fn redis(mut self, url: impl Into<String>) -> Config {
+        self.redis = Some(url.into());
+        self
+    }
+
+    /// The longest a check waits for Redis before its failure policy answers (default:
+    /// `leakgate-redis`'s, 5 ms).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = leakgate_serve::Config::new("r.toml").redis_deadline(Duration::from_millis(20));
+    /// # let _ = config;
+    /// ```
+    pub fn redis_deadline(mut self, deadline: Duration) -> Config {
+        self.redis_deadline = Some(deadline);
+        self
+    }
+
+    /// Adds the IETF `RateLimit` and `RateLimit-Policy` fields (and `Retry-After` when
+    /// refused) to every gRPC answer's `response_headers_to_add` (default: off).
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml").rate_limit_headers(true);
+    /// # let _ = config;
+    /// ```
+    pub fn rate_limit_headers(mut self, on: bool) -> Config {
+        self.rate_limit_headers = on;
+        self
+    }
+
+    /// How often the rules file is read to see whether it changed (default 500 ms).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = leakgate_serve::Config::new("rules.toml").watch_every(Duration::from_secs(2));
+    /// # let _ = config;
+    /// ```
+    pub fn watch_every(mut self, every: Duration) -> Config {
+        self.watch_every = every;
+        self
+    }
+
+    /// The most RESP connections open at once (default 10,000); one more is answered with an
+    /// error and closed.
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml").max_connections(100);
+    /// # let _ = config;
+    /// ```
+    pub fn max_connections(mut self, max: usize) -> Config {
+        self.max_connections = max;
+        self
+    }
+}
+
+/// Why the service could not start.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let e = leakgate_serve::start(leakgate_serve::Config::new("/no/such/rules.toml")).await.unwrap_err();
+/// assert!(e.to_string().contains("/no/such/rules.toml"));
+/// # });
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The rules file could not be read or parsed.
+    Rules(RulesError),
+    /// A listener could not be bound.
+    Bind(SocketAddr, std::io::Error),
+    /// Redis could not be used.
+    Redis(String),
+    /// Nothing to serve: no listener was configured.
+    NoListener,
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Rules(e) => write!(f, "rules: {e}"),
+            ServeError::Bind(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
+            ServeError::Redis(e) => write!(f, "redis: {e}"),
+            ServeError::NoListener => {
+                f.write_str("nothing to serve: give --grpc, --resp or --http")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// Starts serving `config` on the default (TSC) clock; with Redis, time is Redis's.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = leakgate_serve::Config::new("rules.toml").resp("127.0.0.1:6380".parse()?);
+/// let running = leakgate_serve::start(config).await?;
+/// running.run_until_signalled().await; // SIGHUP reloads; SIGTERM or SIGINT stops
+/// # Ok(()) }
+/// ```
+pub async fn start(config: Config) -> Result<Running<TscClock>, ServeError> {
+    start_inner(config, TscClock::new(), false).await
+}
+
+/// Starts serving `config` on `clock` (a `ManualClock` in tests). With Redis, the limiters send
+/// this clock's time instead of using Redis's.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let path = std::env::temp_dir().join(format!("serve-doc-clock-{}.toml", std::process::id()));
+/// std::fs::write(&path, "api = \"1/s\"\n").unwrap();
+/// let clock = leakgate::ManualClock::new();
+/// let config = leakgate_serve::Config::new(&path).resp("127.0.0.1:0".parse().unwrap());
+/// let running = leakgate_serve::start_with_clock(config, clock.clone()).await.unwrap();
+/// assert!(running.resp_addr().is_some());
+/// running.shutdown().await;
+/// # std::fs::remove_file(&path).unwrap();
+/// # });
+/// ```
+pub async fn start_with_clock<C: Clock + Clone + 'static>(
+    config: Config,
+    clock: C,
+) -> Result<Running<C>, ServeError> {
+    start_inner(config, clock, true).await
+}
+
+async fn start_inner<C: Clock + Clone + 'static>(
+    config: Config,
+    clock: C,
+    redis_caller_clock: bool,
+) -> Result<Running<C>, ServeError> {
+    if config.grpc.is_none() && config.resp.is_none() && config.http.is_none() {
+        return Err(ServeError::NoListener);
+    }
+    let loaded = LoadedRules::from_file(&config.rules).map_err(ServeError::Rules)?;
+    if let Some((path, _)) =
+        loaded.rules.iter().find(|(p, _)| p.starts_with(crate::limits::RESERVED))
+    {
+        let message = format!("rule {path:?}: paths that start with '~' are reserved");
+        return Err(ServeError::Rules(RulesError { path: Some(config.rules.clone()), message }));
+    }
+    let (rules, cell) = match &config.redis {
+        None => (
+            Backend::Memory(RuleLimiter::with_clock(loaded.rules.clone(), clock.clone())),
+            Backend::Memory(RuleLimiter::with_clock(Rules::new(), clock.clone())),
+        ),
+        Some(url) => {
+            let connect = |rules: Rules| {
+                let mut builder = AsyncRedisRuleLimiter::builder(url);
+                if let Some(deadline) = config.redis_deadline {
+                    builder = builder.deadline(deadline);
+                }
+                if redis_caller_clock {
+                    builder = builder.caller_clock(clock.clone());
+                }
+                builder.connect_rules_async(rules)
+            };
+            let rules = connect(loaded.rules.clone()).await;
+            let rules = rules.map_err(|e| ServeError::Redis(e.to_string()))?;
+            let cell = connect(Rules::new()).await.map_err(|e| ServeError::Redis(e.to_string()))?;
+            (Backend::Redis(rules), Backend::Redis(cell))
+        }
+    };
+    let source = format!("file {}", config.rules.display());
+    let limits = Arc::new(Limits::new(rules, cell, loaded, source));
+    let (shutdown, stop) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut running = Running {
+        limits: limits.clone(),
+        config: config.clone(),
+        resp_addr: None,
+        grpc_addr: None,
+        http_addr: None,
+        shutdown,
+        tasks: JoinSet::new(),
+    };
+    if let Some(addr) = config.resp {
+        let listener = bind(addr).await?;
+        running.resp_addr = listener.local_addr().ok();
+        let (limits, stop) = (limits.clone(), stop.clone());
+        tasks.spawn(crate::resp::serve(listener, limits, stop, config.max_connections));
+    }
+    let watch = reload::watch_file(limits.clone(), config.rules.clone(), config.watch_every, stop);
+    tasks.spawn(watch);
+    running.tasks = tasks;
+    tracing::info!(
+        resp = ?running.resp_addr,
+        grpc = ?running.grpc_addr,
+        http = ?running.http_addr,
+        backend = limits.rules.kind(),
+        "serving"
+    );
+    Ok(running)
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(addr, e))
+}
+
+/// A started service: its bound addresses, and the handles to reload and stop it. Dropping it
+/// stops the listeners without waiting for them.
+pub struct Running<C: Clock + 'static> {
+    pub(crate) limits: Arc<Limits<C>>,
+    config: Config,
+    resp_addr: Option<SocketAddr>,
+    grpc_addr: Option<SocketAddr>,
+    http_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl<C: Clock + 'static> Running<C> {
+    /// Where the Redis protocol is served (the bound port, when the configuration said 0).
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// println!("redis-cli -p {}", running.resp_addr().unwrap().port());
+    /// # }
+    /// ```
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp_addr
+    }
+
+    /// Where gRPC is served.
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// println!("grpc://{}", running.grpc_addr().unwrap());
+    /// # }
+    /// ```
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
+    }
+
+    /// Where `/metrics`, `/buckets` and the page are served.
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// println!("http://{}/", running.http_addr().unwrap());
+    /// # }
+    /// ```
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// Reads the rules file again and puts it in force, keeping every key's level (what
+    /// SIGHUP does). A file that does not parse is refused and the rules in force stay.
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// match running.reload() {
+    ///     Ok(n) => println!("{n} rules in force"),
+    ///     Err(e) => eprintln!("kept the old rules: {e}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn reload(&self) -> Result<usize, RulesError> {
+        reload::reload_file(&self.limits, &self.config.rules)
+    }
+
+    /// Stops gracefully: stops accepting, lets the calls in flight finish, and returns once
+    /// every listener has stopped.
+    ///
+    /// ```no_run
+    /// # async fn f(running: leakgate_serve::Running) {
+    /// running.shutdown().await;
+    /// # }
+    /// ```
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully; SIGHUP reloads the rules
+    /// file meanwhile.
+    ///
+    /// ```no_run
+    /// # async fn f(running: leakgate_serve::Running) {
+    /// running.run_until_signalled().await;
+    /// # }
+    /// ```
+    pub async fn run_until_signalled(self) {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            tracing::error!("cannot install signal handlers: serving until killed");
+            std::future::pending::<()>().await;
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reading the rules file again");
+                    let _ = self.reload();
+                }
+            }
+        }
+        tracing::info!("stopping: finishing the calls in flight");
+        self.shutdown().await;
+    }
+}
+
+impl<C: Clock + 'static> Drop for Running<C> {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+impl<C: Clock + 'static> fmt::Debug for Running<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Running")
+            .field("resp", &self.resp_addr)
+            .field("grpc", &self.grpc_addr)
+            .field("http", &self.http_addr)
+            .finish_non_exhaustive()
+    }
+}
