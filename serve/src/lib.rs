@@ -38,6 +38,8 @@
 mod backend;
 mod costs;
 mod envoy_yaml;
+mod grpc;
+mod http;
 mod limits;
 mod metrics;
 mod reload;

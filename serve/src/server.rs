@@ -283,6 +283,17 @@ async fn start_inner<C: Clock + Clone + 'static>(
         let (limits, stop) = (limits.clone(), stop.clone());
         tasks.spawn(crate::resp::serve(listener, limits, stop, config.max_connections));
     }
+    if let Some(addr) = config.grpc {
+        let listener = bind(addr).await?;
+        running.grpc_addr = listener.local_addr().ok();
+        let (limits, stop) = (limits.clone(), stop.clone());
+        tasks.spawn(crate::grpc::serve(listener, limits, stop, config.rate_limit_headers));
+    }
+    if let Some(addr) = config.http {
+        let listener = bind(addr).await?;
+        running.http_addr = listener.local_addr().ok();
+        tasks.spawn(crate::http::serve(listener, limits.clone(), stop.clone()));
+    }
     let watch = reload::watch_file(limits.clone(), config.rules.clone(), config.watch_every, stop);
     tasks.spawn(watch);
     running.tasks = tasks;

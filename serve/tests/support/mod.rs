@@ -168,6 +168,17 @@ pub fn exchange(stream: &mut TcpStream, bytes: &[u8], want: &str) {
     assert_eq!(got, want, "after sending {:?}", String::from_utf8_lossy(bytes));
 }
 
+/// `GET path` over HTTP/1.1 on a plain socket; the body (panics unless 200).
+pub fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut s = raw(addr);
+    write!(s, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).expect("an HTTP response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
+    body.to_string()
+}
+
 /// A running `redis-server` of our own on a free loopback port, killed when dropped.
 pub struct RedisServer {
     child: Option<Child>,
