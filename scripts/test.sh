@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-redis.sh
+bash scripts/ensure-serve-tools.sh
 
 echo "== unit, integration, property and doc tests (all features)"
 cargo test --workspace --all-features

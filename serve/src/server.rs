@@ -160,7 +160,8 @@ impl Config {
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let e = leakgate_serve::start(leakgate_serve::Config::new("/no/such/rules.toml")).await.unwrap_err();
+/// let config = leakgate_serve::Config::new("/no/such/rules.toml").resp("127.0.0.1:0".parse().unwrap());
+/// let e = leakgate_serve::start(config).await.unwrap_err();
 /// assert!(e.to_string().contains("/no/such/rules.toml"));
 /// # });
 /// ```
@@ -313,7 +314,7 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 
 /// A started service: its bound addresses, and the handles to reload and stop it. Dropping it
 /// stops the listeners without waiting for them.
-pub struct Running<C: Clock + 'static> {
+pub struct Running<C: Clock + 'static = TscClock> {
     pub(crate) limits: Arc<Limits<C>>,
     config: Config,
     resp_addr: Option<SocketAddr>,

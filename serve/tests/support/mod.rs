@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cell_model;
+pub mod chromium;
 
 use leakgate::{Clock, ManualClock};
 use leakgate_serve::{Config, Running};
@@ -159,6 +160,35 @@ pub fn read_exact_text(stream: &mut TcpStream, len: usize) -> String {
         }
     }
     String::from_utf8_lossy(&buf[..got]).into_owned()
+}
+
+/// Reads one whole RESP reply (nested arrays included) and returns its text.
+pub fn read_reply(stream: &mut TcpStream) -> String {
+    fn line(stream: &mut TcpStream, out: &mut Vec<u8>) -> Vec<u8> {
+        let start = out.len();
+        let mut byte = [0u8];
+        while !out[start..].ends_with(b"\r\n") {
+            assert_eq!(stream.read(&mut byte).expect("a reply"), 1, "the connection closed");
+            out.push(byte[0]);
+        }
+        out[start..out.len() - 2].to_vec()
+    }
+    fn value(stream: &mut TcpStream, out: &mut Vec<u8>) {
+        let head = line(stream, out);
+        let n: i64 = std::str::from_utf8(&head[1..]).unwrap_or("0").parse().unwrap_or(0);
+        match head[0] {
+            b'*' => (0..n.max(0)).for_each(|_| value(stream, out)),
+            b'$' if n >= 0 => {
+                let mut body = vec![0u8; n as usize + 2];
+                stream.read_exact(&mut body).unwrap();
+                out.extend_from_slice(&body);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    value(stream, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Sends `bytes`, then reads the reply of exactly the length of `want` and compares.
