@@ -49,4 +49,4 @@ mod rules_file;
 mod server;
 
 pub use rules_file::{LoadedRules, RulesError, RulesFormat};
-pub use server::{start, start_with_clock, Config, Running, ServeError};
+pub use server::{start, start_with_clock, Config, Running, ServeError, Signals};

@@ -131,7 +131,8 @@ impl Config {
         self
     }
 
-    /// How often the rules file is read to see whether it changed (default 500 ms).
+    /// How often the rules file is read to see whether it changed (default 500 ms; zero: never,
+    /// only [`Running::reload`] and SIGHUP read it).
     ///
     /// ```
     /// use std::time::Duration;
@@ -295,8 +296,10 @@ async fn start_inner<C: Clock + Clone + 'static>(
         running.http_addr = listener.local_addr().ok();
         tasks.spawn(crate::http::serve(listener, limits.clone(), stop.clone()));
     }
-    let watch = reload::watch_file(limits.clone(), config.rules.clone(), config.watch_every, stop);
-    tasks.spawn(watch);
+    if !config.watch_every.is_zero() {
+        let every = config.watch_every;
+        tasks.spawn(reload::watch_file(limits.clone(), config.rules.clone(), every, stop));
+    }
     running.tasks = tasks;
     tracing::info!(
         resp = ?running.resp_addr,
@@ -387,7 +390,10 @@ impl<C: Clock + 'static> Running<C> {
     }
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully; SIGHUP reloads the rules
-    /// file meanwhile.
+    /// file meanwhile. The handlers are installed here: a program that announces its addresses
+    /// first should install them before starting ([`Signals::install`] and
+    /// [`Running::run_until`]), so that a signal sent right after the announcement is not
+    /// handled by the default action.
     ///
     /// ```no_run
     /// # async fn f(running: leakgate_serve::Running) {
@@ -395,21 +401,32 @@ impl<C: Clock + 'static> Running<C> {
     /// # }
     /// ```
     pub async fn run_until_signalled(self) {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-        ) else {
-            tracing::error!("cannot install signal handlers: serving until killed");
-            std::future::pending::<()>().await;
-            return;
-        };
+        match Signals::install() {
+            Ok(signals) => self.run_until(signals).await,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot install signal handlers: serving until killed");
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Serves until `signals` hears SIGTERM or SIGINT, then shuts down gracefully; SIGHUP
+    /// reloads the rules file meanwhile.
+    ///
+    /// ```no_run
+    /// # async fn f(config: leakgate_serve::Config) -> Result<(), Box<dyn std::error::Error>> {
+    /// let signals = leakgate_serve::Signals::install()?; // before anyone learns the addresses
+    /// let running = leakgate_serve::start(config).await?;
+    /// println!("resp {:?}", running.resp_addr());
+    /// running.run_until(signals).await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until(self, mut signals: Signals) {
         loop {
             tokio::select! {
-                _ = term.recv() => break,
-                _ = int.recv() => break,
-                _ = hup.recv() => {
+                _ = signals.term.recv() => break,
+                _ = signals.int.recv() => break,
+                _ = signals.hup.recv() => {
                     tracing::info!("SIGHUP: reading the rules file again");
                     let _ = self.reload();
                 }
@@ -417,6 +434,39 @@ impl<C: Clock + 'static> Running<C> {
         }
         tracing::info!("stopping: finishing the calls in flight");
         self.shutdown().await;
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP, caught from the moment this is made (inside a tokio runtime)
+/// until it is dropped; signals that arrive meanwhile wait for [`Running::run_until`].
+///
+/// ```no_run
+/// # async fn f() -> std::io::Result<()> {
+/// let signals = leakgate_serve::Signals::install()?;
+/// # let _ = signals; Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (within a tokio runtime).
+    ///
+    /// ```no_run
+    /// # async fn f() -> std::io::Result<()> {
+    /// let signals = leakgate_serve::Signals::install()?;
+    /// # let _ = signals; Ok(()) }
+    /// ```
+    pub fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
     }
 }
 
