@@ -20,6 +20,7 @@ mod demo;
 mod duration;
 mod pace;
 mod rules;
+mod rules_push;
 mod serve;
 
 /// Exact, lock-free GCRA rate limiting, from the shell.

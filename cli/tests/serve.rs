@@ -126,3 +126,81 @@ fn a_bad_start_exits_1_with_the_reason() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rules_push_stores_a_version_for_the_fleet() {
+    // A redis-server of this test's own, on a free port, killed at the end.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = std::env::temp_dir().join(format!("leakgate-cli-push-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Redis(Child);
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _redis = Redis(
+        std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/ensure-redis.sh)"),
+    );
+    let url = format!("redis://127.0.0.1:{port}/");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rules = dir.join("rules.toml");
+    std::fs::write(&rules, "api = \"10/s\"\n").unwrap();
+    let serve = Serve::start(&[
+        "--rules",
+        rules.to_str().unwrap(),
+        "--resp",
+        "127.0.0.1:0",
+        "--redis",
+        &url,
+    ]);
+    let pushed = dir.join("pushed.toml");
+    std::fs::write(&pushed, "api = \"2/s\"\n\"\" = \"1/min\"\n").unwrap();
+    for version in 1..=2 {
+        let out = leakgate()
+            .args(["rules", "push", "--redis", &url, pushed.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).ends_with(&format!("2 rules pushed as version {version}\n")),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    let mut s = TcpStream::connect(serve.addr("resp")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    while !ask(&mut s, "LG.RULE api/x").contains("2/s") {
+        assert!(Instant::now() < deadline, "the pushed rules never came into force");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A bad file is refused before anything is stored.
+    std::fs::write(&pushed, "api = \"2/fortnight\"\n").unwrap();
+    let out = leakgate()
+        .args(["rules", "push", "--redis", &url, pushed.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("fortnight"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

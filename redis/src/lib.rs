@@ -161,6 +161,8 @@ mod fallback;
 mod lease;
 mod leasing;
 mod limiter;
+#[cfg(feature = "rules-file")]
+mod pushed;
 mod reservation;
 mod rules;
 mod runtime;
@@ -173,6 +175,8 @@ pub use clock::SystemClock;
 pub use config::{Builder, FailurePolicy, LeaseConfig};
 pub use error::Error;
 pub use limiter::AsyncRedisLimiter;
+#[cfg(feature = "rules-file")]
+pub use pushed::{fetch_rules, push_rules, rules_to_toml, FollowEvent, PushedRules, RulesFollower};
 pub use reservation::RedisReservation;
 pub use rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 pub use stats::Stats;

@@ -49,6 +49,29 @@ fn apply<C: Clock + 'static>(
     result
 }
 
+/// Follows the rules pushed through the Redis at `url` (`leakgate rules push`): each new
+/// version is put in force, replacing the file's rules (until the file changes or SIGHUP).
+pub(crate) fn follow_redis<C: Clock + 'static>(
+    limits: Arc<Limits<C>>,
+    url: &str,
+    every: Duration,
+) -> Result<leakgate_redis::RulesFollower, leakgate_redis::Error> {
+    use leakgate_redis::{FollowEvent, RulesFollower};
+    let source_path = PathBuf::from(url);
+    RulesFollower::start(url, "leakgate:", every, move |event| match event {
+        FollowEvent::Pushed(pushed) => {
+            let loaded = Ok(LoadedRules { rules: pushed.rules, ..LoadedRules::default() });
+            let source = format!("redis version {}", pushed.version);
+            apply(&limits, loaded, &source_path, source).map(|_| ()).map_err(|e| e.to_string())
+        }
+        FollowEvent::Refused { version, reason } => {
+            tracing::warn!(version, %reason, "pushed rules refused: the rules in force stay");
+            Ok(())
+        }
+        _ => Ok(()),
+    })
+}
+
 /// Reads `path` every `every` and reloads it when its bytes differ from the last ones seen,
 /// until `shutdown`.
 pub(crate) async fn watch_file<C: Clock + 'static>(

@@ -142,6 +142,18 @@ impl LoadedRules {
         LoadedRules::parse(text, format)
     }
 
+    /// Whether the file used envoyproxy/ratelimit's `replaces` (which only `leakgate serve`
+    /// applies: it is not part of [`Rules`]).
+    ///
+    /// ```
+    /// let loaded = leakgate_serve::LoadedRules::from_toml("api = \"10/s\"\n")?;
+    /// assert!(!loaded.has_replaces());
+    /// # Ok::<(), leakgate_serve::RulesError>(())
+    /// ```
+    pub fn has_replaces(&self) -> bool {
+        !self.replaces.is_empty()
+    }
+
     /// The rules.
     ///
     /// ```

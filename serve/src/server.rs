@@ -16,6 +16,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// How often an instance on Redis asks whether rules were pushed.
+const PUSH_POLL: Duration = Duration::from_millis(250);
+
 /// What to serve: the rules file, the listeners, and where the buckets live.
 ///
 /// ```
@@ -278,6 +281,7 @@ async fn start_inner<C: Clock + Clone + 'static>(
         http_addr: None,
         shutdown,
         tasks: JoinSet::new(),
+        follower: None,
     };
     if let Some(addr) = config.resp {
         let listener = bind(addr).await?;
@@ -295,6 +299,10 @@ async fn start_inner<C: Clock + Clone + 'static>(
         let listener = bind(addr).await?;
         running.http_addr = listener.local_addr().ok();
         tasks.spawn(crate::http::serve(listener, limits.clone(), stop.clone()));
+    }
+    if let Some(url) = &config.redis {
+        let follower = reload::follow_redis(limits.clone(), url, PUSH_POLL);
+        running.follower = Some(follower.map_err(|e| ServeError::Redis(e.to_string()))?);
     }
     if !config.watch_every.is_zero() {
         let every = config.watch_every;
@@ -325,6 +333,8 @@ pub struct Running<C: Clock + 'static = TscClock> {
     http_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    /// With Redis: the thread that follows pushed rules (stops when dropped).
+    follower: Option<leakgate_redis::RulesFollower>,
 }
 
 impl<C: Clock + 'static> Running<C> {
@@ -385,6 +395,7 @@ impl<C: Clock + 'static> Running<C> {
     /// # }
     /// ```
     pub async fn shutdown(mut self) {
+        self.follower = None;
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
     }

@@ -74,6 +74,14 @@ pub struct Served<C: Clock + 'static> {
 }
 
 impl<C: Clock + Clone + 'static> Served<C> {
+    pub fn from_parts(
+        runtime: tokio::runtime::Runtime,
+        running: Running<C>,
+        rules: RulesFile,
+    ) -> Self {
+        Served { runtime, running: Some(running), rules }
+    }
+
     pub fn running(&self) -> &Running<C> {
         self.running.as_ref().expect("running")
     }
