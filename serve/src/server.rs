@@ -319,8 +319,22 @@ async fn start_inner<C: Clock + Clone + 'static>(
     Ok(running)
 }
 
+/// Connections the kernel queues for a listener before it accepts them: a burst of new clients
+/// beyond the default of 128 would see their connection attempts dropped and retried a second
+/// later.
+const BACKLOG: u32 = 4096;
+
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(addr, e))
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    };
+    let listen = |socket: tokio::net::TcpSocket| {
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    };
+    socket.and_then(listen).map_err(|e| ServeError::Bind(addr, e))
 }
 
 /// A started service: its bound addresses, and the handles to reload and stop it. Dropping it

@@ -115,7 +115,9 @@ impl Chromium {
     pub fn wait_for(&mut self, condition: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         // Until the page has loaded, the condition may throw (no body yet): that is "not yet".
-        let probe = format!("(() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})()");
+        let probe = format!(
+            "(() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})()"
+        );
         while self.eval(&probe) != json!(true) {
             assert!(Instant::now() < deadline, "the page never satisfied: {condition}");
             std::thread::sleep(Duration::from_millis(50));
