@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod config;
 mod costs;
 mod envoy_yaml;
 mod grpc;
@@ -48,5 +49,6 @@ mod resp;
 mod rules_file;
 mod server;
 
+pub use config::{Config, ServeError};
 pub use rules_file::{LoadedRules, RulesError, RulesFormat};
-pub use server::{start, start_with_clock, Config, Running, ServeError, Signals};
+pub use server::{start, start_with_clock, Running, Signals};
