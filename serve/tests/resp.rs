@@ -302,7 +302,14 @@ fn what_common_clients_send_on_connect_is_answered() {
     let clock = ManualClock::new();
     let served = serve_manual("", &clock);
     let mut s = raw(served.resp());
-    exchange(&mut s, b"HELLO 3\r\n", "-NOPROTO this server speaks RESP2 only\r\n");
+    exchange(&mut s, b"HELLO 4\r\n", "-NOPROTO unsupported protocol version\r\n");
+    // RESP3 (redis-py 8 asks for it by default): a map, then RESP3's null.
+    s.write_all(b"HELLO 3\r\n").unwrap();
+    let hello = support::read_reply(&mut s);
+    assert!(hello.starts_with("%7\r\n$6\r\nserver\r\n$8\r\nleakgate\r\n"), "{hello}");
+    assert!(hello.contains("$5\r\nproto\r\n:3\r\n"), "{hello}");
+    exchange(&mut s, b"CLIENT GETNAME\r\n", "_\r\n");
+    exchange(&mut s, b"CL.THROTTLE r3 1 1 1\r\n", "*5\r\n:0\r\n:2\r\n:1\r\n:-1\r\n:1\r\n");
     s.write_all(b"HELLO 2 SETNAME app\r\n").unwrap();
     let mut reply = vec![0u8; 4096];
     let n = s.read(&mut reply).unwrap();
@@ -317,7 +324,20 @@ fn what_common_clients_send_on_connect_is_answered() {
         b"AUTH secret\r\n",
         "-ERR no password is set on this server: AUTH is not needed\r\n",
     );
-    exchange(&mut s, b"COMMAND COUNT\r\n", ":15\r\n");
+    exchange(&mut s, b"COMMAND COUNT\r\n", ":20\r\n");
+    // Pipelines that client libraries wrap in MULTI/EXEC by default (redis-py's pipeline()).
+    exchange(&mut s, b"MULTI\r\n", "+OK\r\n");
+    exchange(&mut s, b"CL.THROTTLE tx 0 1 60\r\n", "+QUEUED\r\n");
+    exchange(&mut s, b"CL.THROTTLE tx 0 1 60\r\n", "+QUEUED\r\n");
+    exchange(
+        &mut s,
+        b"EXEC\r\n",
+        "*2\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:60\r\n*5\r\n:1\r\n:1\r\n:0\r\n:60\r\n:60\r\n",
+    );
+    exchange(&mut s, b"EXEC\r\n", "-ERR EXEC without MULTI\r\n");
+    exchange(&mut s, b"MULTI\r\n", "+OK\r\n");
+    exchange(&mut s, b"PING\r\n", "+QUEUED\r\n");
+    exchange(&mut s, b"DISCARD\r\n", "+OK\r\n");
     exchange(&mut s, b"COMMAND DOCS\r\n", "*0\r\n");
     exchange(&mut s, b"CONFIG GET databases\r\n", "*0\r\n");
     exchange(&mut s, b"ECHO hi\r\n", "$2\r\nhi\r\n");
@@ -339,6 +359,22 @@ fn what_common_clients_send_on_connect_is_answered() {
             .await
             .unwrap();
         assert_eq!(reply, [0, 2, 1, -1, 1]);
+        // And over RESP3, as the crate speaks it when asked.
+        let resp3 =
+            redis::Client::open(format!("redis://{}/?protocol=resp3", served.resp())).unwrap();
+        let mut con = resp3.get_multiplexed_async_connection().await.expect("a RESP3 connection");
+        let reply: Vec<i64> = redis::cmd("CL.THROTTLE")
+            .arg("async")
+            .arg(1)
+            .arg(1)
+            .arg(1)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(reply, [0, 2, 0, -1, 2]);
+        let name: Option<String> =
+            redis::cmd("CLIENT").arg("GETNAME").query_async(&mut con).await.unwrap();
+        assert_eq!(name, None);
     });
 }
 

@@ -1,6 +1,7 @@
 //! Dispatching one command, and the commands clients send when they connect (`HELLO`,
-//! `CLIENT`, `SELECT`, `COMMAND`, `INFO`, `CONFIG GET`, ...), answered as a Redis 6 server
-//! speaking RESP2 would, so that common client libraries connect unchanged.
+//! `CLIENT`, `SELECT`, `COMMAND`, `INFO`, `CONFIG GET`, ...), answered as a Redis server would,
+//! so that common client libraries connect unchanged. A connection speaks RESP2 until it sends
+//! `HELLO 3` (redis-py 8 does by default, go-redis and Lettuce try it), then RESP3.
 
 use super::{reply, throttle};
 use crate::limits::Limits;
@@ -23,6 +24,11 @@ const COMMANDS: &[(&str, i64, i64)] = &[
     ("info", -1, 0),
     ("config", -2, 0),
     ("reset", 1, 0),
+    ("multi", 1, 0),
+    ("exec", 1, 0),
+    ("discard", 1, 0),
+    ("watch", -2, 1),
+    ("unwatch", 1, 0),
     ("cl.throttle", -5, 1),
     ("lg.check", -2, 1),
     ("lg.checkall", -3, 2),
@@ -34,6 +40,10 @@ const COMMANDS: &[(&str, i64, i64)] = &[
 pub(crate) struct Conn {
     pub(crate) id: u64,
     pub(crate) name: Option<Vec<u8>>,
+    /// The connection asked for RESP3 (`HELLO 3`).
+    pub(crate) resp3: bool,
+    /// Commands queued since `MULTI`, run by `EXEC`.
+    pub(crate) queued: Option<Vec<Vec<Vec<u8>>>>,
     /// Reused for each `CL.THROTTLE` key.
     pub(crate) key_buf: String,
 }
@@ -54,8 +64,72 @@ fn error(out: &mut BytesMut, text: &str) -> Outcome {
 
 const OK: Outcome = Outcome { error: false, close: false };
 
-/// Runs the command `args` (name first, never empty) and writes its reply into `out`.
+/// The most commands one `MULTI` may queue.
+const MAX_QUEUED: usize = 1024;
+
+/// Runs the command `args` (name first, never empty) and writes its reply into `out`; within
+/// `MULTI`, queues it instead. `MULTI`/`EXEC` run the queued commands one after the other with
+/// nothing of the connection's in between (other connections' commands may interleave: this
+/// server has no global lock; each decision is atomic on its own).
 pub(crate) async fn execute<C: Clock + 'static>(
+    limits: &Limits<C>,
+    conn: &mut Conn,
+    args: &[&[u8]],
+    out: &mut BytesMut,
+) -> Outcome {
+    let name = args[0];
+    let is = |command: &[u8]| name.eq_ignore_ascii_case(command);
+    if is(b"multi") {
+        if conn.queued.is_some() {
+            return error(out, "ERR MULTI calls can not be nested");
+        }
+        conn.queued = Some(Vec::new());
+        reply::simple(out, "OK");
+        return OK;
+    }
+    if is(b"discard") {
+        return match conn.queued.take() {
+            Some(_) => {
+                reply::simple(out, "OK");
+                OK
+            }
+            None => error(out, "ERR DISCARD without MULTI"),
+        };
+    }
+    if is(b"exec") {
+        let Some(queued) = conn.queued.take() else {
+            return error(out, "ERR EXEC without MULTI");
+        };
+        reply::array(out, queued.len());
+        let mut outcome = OK;
+        for command in &queued {
+            let args: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+            outcome.close |= dispatch(limits, conn, &args, out).await.close;
+        }
+        return outcome;
+    }
+    if is(b"watch") || is(b"unwatch") {
+        // No key changes under a client's feet here that WATCH could report.
+        reply::simple(out, "OK");
+        return OK;
+    }
+    if let Some(queue) = conn.queued.as_mut() {
+        if is(b"quit") || is(b"reset") {
+            conn.queued = None;
+        } else if queue.len() >= MAX_QUEUED {
+            conn.queued = None;
+            return error(out, "EXECABORT too many commands in one MULTI: discarded");
+        } else {
+            queue.push(args.iter().map(|a| a.to_vec()).collect());
+            reply::simple(out, "QUEUED");
+            return OK;
+        }
+    }
+    dispatch(limits, conn, args, out).await
+}
+
+/// Runs one command.
+async fn dispatch<C: Clock + 'static>(
     limits: &Limits<C>,
     conn: &mut Conn,
     args: &[&[u8]],
@@ -77,7 +151,7 @@ pub(crate) async fn execute<C: Clock + 'static>(
             Outcome { error, close: false }
         }
         "lg.check" | "lg.checkall" | "lg.rule" => {
-            let error = throttle::lg(limits, command, args, out).await;
+            let error = throttle::lg(limits, command, args, conn.resp3, out).await;
             Outcome { error, close: false }
         }
         "ping" => match args {
@@ -104,6 +178,8 @@ pub(crate) async fn execute<C: Clock + 'static>(
         }
         "reset" => {
             conn.name = None;
+            conn.resp3 = false;
+            conn.queued = None;
             reply::simple(out, "RESET");
             OK
         }
@@ -119,7 +195,7 @@ pub(crate) async fn execute<C: Clock + 'static>(
             Some(_) => error(out, "ERR DB index is out of range"),
             None => error(out, "ERR value is not an integer or out of range"),
         },
-        "command" => command_info(args, out),
+        "command" => command_info(args, conn.resp3, out),
         "info" => {
             let info = format!(
                 "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
@@ -134,7 +210,7 @@ pub(crate) async fn execute<C: Clock + 'static>(
         "config" => match args.get(1) {
             // No configuration to show: an empty list, as for a parameter that does not exist.
             Some(sub) if sub.eq_ignore_ascii_case(b"get") => {
-                reply::array(out, 0);
+                reply::map(out, 0, conn.resp3);
                 OK
             }
             _ => error(out, "ERR this server's configuration cannot be changed over RESP"),
@@ -160,13 +236,14 @@ fn unknown(out: &mut BytesMut, args: &[&[u8]]) -> Outcome {
     )
 }
 
-/// `HELLO [protover [AUTH user pass] [SETNAME name]]`: RESP2 only.
+/// `HELLO [protover [AUTH user pass] [SETNAME name]]`: switches to RESP2 or RESP3.
 fn hello(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
-    if let Some(version) = args.get(1) {
-        if throttle::parse_int(version) != Some(2) {
-            return error(out, "NOPROTO this server speaks RESP2 only");
-        }
-    }
+    let resp3 = match args.get(1).map(|v| throttle::parse_int(v)) {
+        None => conn.resp3,
+        Some(Some(2)) => false,
+        Some(Some(3)) => true,
+        Some(_) => return error(out, "NOPROTO unsupported protocol version"),
+    };
     let mut rest = args.get(2..).unwrap_or_default();
     while let [option, tail @ ..] = rest {
         if option.eq_ignore_ascii_case(b"auth") && tail.len() >= 2 {
@@ -178,7 +255,8 @@ fn hello(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
             return error(out, "ERR syntax error in HELLO");
         }
     }
-    reply::array(out, 14);
+    conn.resp3 = resp3;
+    reply::map(out, 7, resp3);
     for (field, value) in [
         ("server", "leakgate"),
         ("version", REDIS_VERSION),
@@ -190,7 +268,7 @@ fn hello(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
     ] {
         reply::bulk(out, field.as_bytes());
         match field {
-            "proto" => reply::integer(out, 2),
+            "proto" => reply::integer(out, if resp3 { 3 } else { 2 }),
             "id" => reply::integer(out, conn.id as i64),
             "modules" => reply::array(out, 0),
             _ => reply::bulk(out, value.as_bytes()),
@@ -209,7 +287,7 @@ fn client(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
     } else if is(b"getname") {
         match &conn.name {
             Some(name) => reply::bulk(out, name),
-            None => reply::null(out),
+            None => reply::null(out, conn.resp3),
         }
     } else if is(b"id") {
         reply::integer(out, conn.id as i64);
@@ -227,7 +305,7 @@ fn client(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
 }
 
 /// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`, `COMMAND INFO name...`, `COMMAND LIST`.
-fn command_info(args: &[&[u8]], out: &mut BytesMut) -> Outcome {
+fn command_info(args: &[&[u8]], resp3: bool, out: &mut BytesMut) -> Outcome {
     let entry = |out: &mut BytesMut, &(name, arity, first): &(&str, i64, i64)| {
         reply::array(out, 6);
         reply::bulk(out, name.as_bytes());
@@ -253,7 +331,7 @@ fn command_info(args: &[&[u8]], out: &mut BytesMut) -> Outcome {
                 reply::bulk(out, name.as_bytes());
             }
         }
-        Some(sub) if sub.eq_ignore_ascii_case(b"docs") => reply::array(out, 0),
+        Some(sub) if sub.eq_ignore_ascii_case(b"docs") => reply::map(out, 0, resp3),
         Some(sub) if sub.eq_ignore_ascii_case(b"info") => {
             reply::array(out, args.len() - 2);
             for asked in &args[2..] {
@@ -262,7 +340,7 @@ fn command_info(args: &[&[u8]], out: &mut BytesMut) -> Outcome {
                     .find(|(name, _, _)| asked.eq_ignore_ascii_case(name.as_bytes()))
                 {
                     Some(command) => entry(out, command),
-                    None => reply::null(out),
+                    None => reply::null(out, resp3),
                 }
             }
         }

@@ -1,4 +1,5 @@
-//! Writing RESP2 replies into a connection's output buffer.
+//! Writing replies into a connection's output buffer, in RESP2 or, after `HELLO 3`, RESP3 (whose
+//! replies to this server's commands differ only in the null and in maps).
 
 use bytes::{BufMut, BytesMut};
 use std::io::Write as _;
@@ -32,9 +33,18 @@ pub(crate) fn bulk(out: &mut BytesMut, bytes: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-/// `$-1\r\n`: the null bulk string.
-pub(crate) fn null(out: &mut BytesMut) {
-    out.put_slice(b"$-1\r\n");
+/// The null: `$-1\r\n` (RESP2's null bulk string) or `_\r\n` (RESP3).
+pub(crate) fn null(out: &mut BytesMut, resp3: bool) {
+    out.put_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" });
+}
+
+/// A map header of `len` pairs: `%len\r\n` in RESP3, an array of `2 * len` elements in RESP2.
+pub(crate) fn map(out: &mut BytesMut, len: usize, resp3: bool) {
+    if resp3 {
+        let _ = write!(out.writer(), "%{len}\r\n");
+    } else {
+        array(out, 2 * len);
+    }
 }
 
 /// `*len\r\n`: an array header; its `len` elements follow.

@@ -155,6 +155,7 @@ pub(crate) async fn lg<C: Clock + 'static>(
     limits: &Limits<C>,
     command: &str,
     args: &[&[u8]],
+    resp3: bool,
     out: &mut BytesMut,
 ) -> bool {
     let (cost, keys): (u64, &[&[u8]]) = match (command, args.len()) {
@@ -198,8 +199,8 @@ pub(crate) async fn lg<C: Clock + 'static>(
             }
             None => {
                 reply::array(out, 2);
-                reply::null(out);
-                reply::null(out);
+                reply::null(out, resp3);
+                reply::null(out, resp3);
             }
         }
         return false;
@@ -214,14 +215,14 @@ pub(crate) async fn lg<C: Clock + 'static>(
     if command == "lg.check" {
         match rule_of(keys[0]) {
             Some(path) => reply::bulk(out, path.as_bytes()),
-            None => reply::null(out),
+            None => reply::null(out, resp3),
         }
     } else {
         reply::array(out, keys.len());
         for key in &keys {
             match rule_of(key) {
                 Some(path) => reply::bulk(out, path.as_bytes()),
-                None => reply::null(out),
+                None => reply::null(out, resp3),
             }
         }
     }

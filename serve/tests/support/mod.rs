@@ -170,7 +170,8 @@ pub fn read_exact_text(stream: &mut TcpStream, len: usize) -> String {
     String::from_utf8_lossy(&buf[..got]).into_owned()
 }
 
-/// Reads one whole RESP reply (nested arrays included) and returns its text.
+/// Reads one whole RESP2 or RESP3 reply (nested arrays and maps included) and returns its
+/// text.
 pub fn read_reply(stream: &mut TcpStream) -> String {
     fn line(stream: &mut TcpStream, out: &mut Vec<u8>) -> Vec<u8> {
         let start = out.len();
@@ -186,6 +187,7 @@ pub fn read_reply(stream: &mut TcpStream) -> String {
         let n: i64 = std::str::from_utf8(&head[1..]).unwrap_or("0").parse().unwrap_or(0);
         match head[0] {
             b'*' => (0..n.max(0)).for_each(|_| value(stream, out)),
+            b'%' => (0..2 * n.max(0)).for_each(|_| value(stream, out)),
             b'$' if n >= 0 => {
                 let mut body = vec![0u8; n as usize + 2];
                 stream.read_exact(&mut body).unwrap();
