@@ -52,3 +52,8 @@ mod server;
 pub use config::{Config, ServeError};
 pub use rules_file::{LoadedRules, RulesError, RulesFormat};
 pub use server::{start, start_with_clock, Running, Signals};
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

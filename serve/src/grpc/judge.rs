@@ -68,10 +68,11 @@ fn rule_of<'r>(in_force: &'r InForce, part: &Judging) -> Option<(&'r str, &'r Ru
     in_force.rules.rule_for(key).filter(|(_, rule)| !rule.quotas().is_empty())
 }
 
-/// Judges `parts` all or nothing.
+/// Judges `parts` all or nothing; with `headers`, also finds the tightest descriptor.
 pub(crate) async fn judge<C: Clock + 'static>(
     limits: &Limits<C>,
     parts: Vec<Part>,
+    headers: bool,
 ) -> Result<Judged, String> {
     let mut judging = Vec::with_capacity(parts.len());
     for part in parts {
@@ -184,7 +185,7 @@ pub(crate) async fn judge<C: Clock + 'static>(
             }
         }
     }
-    let tightest = tightest(&in_force, &judging, &own_of, &decision);
+    let tightest = if headers { tightest(&in_force, &judging, &own_of, &decision) } else { None };
     Ok(Judged { refused, statuses, tightest })
 }
 

@@ -48,11 +48,12 @@ impl<C: Clock + 'static> RateLimitService for Rls<C> {
 impl<C: Clock + 'static> Rls<C> {
     async fn answer(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         let parts = request::parts(request).map_err(Status::invalid_argument)?;
-        let judged = judge::judge(&self.limits, parts).await.map_err(Status::invalid_argument)?;
+        let judged = judge::judge(&self.limits, parts, self.headers).await;
+        let judged = judged.map_err(Status::invalid_argument)?;
         let overall = if judged.refused { Code::OverLimit } else { Code::Ok };
-        let response_headers_to_add = match (&judged.tightest, self.headers) {
-            (Some(t), true) => answer::headers(&t.rule, &t.quotas, t.remaining, t.reset, t.retry),
-            _ => Vec::new(),
+        let response_headers_to_add = match &judged.tightest {
+            Some(t) => answer::headers(&t.rule, &t.quotas, t.remaining, t.reset, t.retry),
+            None => Vec::new(),
         };
         Ok(RateLimitResponse {
             overall_code: overall as i32,
