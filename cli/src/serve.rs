@@ -55,6 +55,10 @@ pub(crate) struct Args {
     /// answers
     #[arg(long, value_name = "D", value_parser = parse_duration, requires = "redis")]
     redis_deadline: Option<Duration>,
+    /// With --redis: what a check answers when Redis gives none in time: deny (never above the
+    /// limit), allow, or local=N (a bucket here at 1/N of each quota, for a fleet of N)
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy, default_value = "deny", requires = "redis")]
+    redis_failure: leakgate_redis::FailurePolicy,
     /// Add the IETF RateLimit, RateLimit-Policy (and Retry-After) fields to gRPC answers'
     /// response_headers_to_add
     #[arg(long)]
@@ -62,6 +66,19 @@ pub(crate) struct Args {
     /// How often the rules file is read to see whether it changed (0: only on SIGHUP)
     #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "500ms")]
     poll: Duration,
+}
+
+fn parse_policy(text: &str) -> Result<leakgate_redis::FailurePolicy, String> {
+    use leakgate_redis::FailurePolicy;
+    match text.split_once('=') {
+        None if text == "deny" => Ok(FailurePolicy::Deny),
+        None if text == "allow" => Ok(FailurePolicy::Allow),
+        Some(("local", n)) => match n.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(FailurePolicy::Local { expected_servers: n }),
+            _ => Err(format!("{n:?} is not a number of servers (1 or more)")),
+        },
+        _ => Err(format!("{text:?} is not a policy: deny, allow, or local=N")),
+    }
 }
 
 fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -92,6 +109,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
     if let Some(url) = &args.redis {
         config = config.redis(url.clone());
     }
+    config = config.redis_failure_policy(args.redis_failure);
     if let Some(deadline) = args.redis_deadline {
         config = config.redis_deadline(deadline);
     }

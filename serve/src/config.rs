@@ -25,6 +25,7 @@ pub struct Config {
     pub(crate) http: Option<SocketAddr>,
     pub(crate) redis: Option<String>,
     pub(crate) redis_deadline: Option<Duration>,
+    pub(crate) redis_failure: leakgate_redis::FailurePolicy,
     pub(crate) rate_limit_headers: bool,
     pub(crate) watch_every: Duration,
     pub(crate) max_connections: usize,
@@ -46,6 +47,7 @@ impl Config {
             http: None,
             redis: None,
             redis_deadline: None,
+            redis_failure: leakgate_redis::FailurePolicy::Deny,
             rate_limit_headers: false,
             watch_every: Duration::from_millis(500),
             max_connections: 10_000,
@@ -106,6 +108,21 @@ impl Config {
     /// ```
     pub fn redis_deadline(mut self, deadline: Duration) -> Config {
         self.redis_deadline = Some(deadline);
+        self
+    }
+
+    /// What a check answers when Redis gives no decision in time (default: refuse, so the
+    /// limit is never exceeded because Redis is away; `Allow`; or `Local`, a bucket in this
+    /// process at each rule's share of `expected_servers`).
+    ///
+    /// ```
+    /// use leakgate_redis::FailurePolicy;
+    /// let config = leakgate_serve::Config::new("r.toml")
+    ///     .redis_failure_policy(FailurePolicy::Local { expected_servers: 4 });
+    /// # let _ = config;
+    /// ```
+    pub fn redis_failure_policy(mut self, policy: leakgate_redis::FailurePolicy) -> Config {
+        self.redis_failure = policy;
         self
     }
 

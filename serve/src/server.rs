@@ -76,7 +76,8 @@ async fn start_inner<C: Clock + Clone + 'static>(
         ),
         Some(url) => {
             let connect = |rules: Rules| {
-                let mut builder = AsyncRedisRuleLimiter::builder(url);
+                let mut builder =
+                    AsyncRedisRuleLimiter::builder(url).failure_policy(config.redis_failure);
                 if let Some(deadline) = config.redis_deadline {
                     builder = builder.deadline(deadline);
                 }

@@ -109,9 +109,20 @@ fn rules_pushed_through_redis_reach_every_instance() {
 fn redis_killed_and_restarted() {
     let mut redis = RedisServer::start();
     let served = instance(&redis, "api = \"100/s\"\n");
+    let open = serve_with("rules.toml", "api = \"100/s\"\n", TscClock::new(), |c| {
+        c.resp(any_port())
+            .redis(redis.url())
+            .redis_deadline(Duration::from_millis(50))
+            .redis_failure_policy(leakgate_redis::FailurePolicy::Allow)
+    });
     let mut s = raw(served.resp());
     assert!(ask(&mut s, "LG.CHECK api/k").starts_with("*5\r\n:0\r\n"));
     redis.kill();
+    // The policy decides: this one fails open.
+    let mut o = raw(open.resp());
+    for _ in 0..5 {
+        assert!(ask(&mut o, "LG.CHECK api/k").starts_with("*5\r\n:0\r\n"), "not admitted by the allow policy");
+    }
     // Every call answers within a bound of its deadline (50 ms), refused by the default policy.
     for _ in 0..20 {
         let asked = Instant::now();
