@@ -121,7 +121,10 @@ fn redis_killed_and_restarted() {
     // The policy decides: this one fails open.
     let mut o = raw(open.resp());
     for _ in 0..5 {
-        assert!(ask(&mut o, "LG.CHECK api/k").starts_with("*5\r\n:0\r\n"), "not admitted by the allow policy");
+        assert!(
+            ask(&mut o, "LG.CHECK api/k").starts_with("*5\r\n:0\r\n"),
+            "not admitted by the allow policy"
+        );
     }
     // Every call answers within a bound of its deadline (50 ms), refused by the default policy.
     for _ in 0..20 {
@@ -143,4 +146,43 @@ fn redis_killed_and_restarted() {
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!("limiting resumed {:?} after Redis came back", restarted.elapsed());
+}
+
+#[test]
+fn a_graceful_stop_answers_the_calls_in_flight() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+    let redis = RedisServer::start();
+    let mut served = serve_with("rules.toml", "api = \"100/s\"\n", TscClock::new(), |c| {
+        c.grpc(any_port()).redis(redis.url()).redis_deadline(Duration::from_millis(800))
+    });
+    let grpc = served.grpc();
+    let clients = support::runtime();
+    let mut client =
+        clients.block_on(RateLimitServiceClient::connect(format!("http://{grpc}"))).unwrap();
+    // Redis frozen: a call waits for its deadline, in flight meanwhile.
+    redis.pause();
+    let call = clients.spawn(async move {
+        let request = RateLimitRequest {
+            domain: "api".into(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: vec![Entry { key: "k".into(), value: String::new() }],
+                ..Default::default()
+            }],
+            hits_addend: 1,
+        };
+        client.should_rate_limit(request).await
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let stopping = Instant::now();
+    served.stop();
+    // The stop waited for the call, which got its answer: refused by the policy (Redis gave none).
+    let answer =
+        clients.block_on(call).unwrap().expect("the call in flight is answered").into_inner();
+    assert_eq!(answer.overall_code, 2, "OVER_LIMIT from the deny policy");
+    assert!(stopping.elapsed() >= Duration::from_millis(300), "stopped before the call ended");
+    assert!(std::net::TcpStream::connect(grpc).is_err(), "still accepting after the stop");
+    redis.resume();
 }

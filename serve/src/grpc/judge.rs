@@ -122,15 +122,18 @@ pub(crate) async fn judge<C: Clock + 'static>(
     distinct.sort_unstable();
     distinct.dedup();
     let single = distinct.len() == 1 && unit != 0 && !never;
-    let mut own: Vec<(String, Figures)> = Vec::with_capacity(distinct.len());
-    for key in &distinct {
-        let f = if single {
-            figures(&decision)
-        } else {
-            figures(&limits.peek(&in_force.rules, key).await.decision)
-        };
-        own.push((key.to_string(), f));
-    }
+    let own: Vec<(String, Figures)> = if single {
+        distinct.iter().map(|key| (key.to_string(), figures(&decision))).collect()
+    } else {
+        // The peeks go together: with Redis, their round trips overlap.
+        let peeks = distinct.iter().map(|key| limits.peek(&in_force.rules, key));
+        let peeked = futures_util::future::join_all(peeks).await;
+        distinct
+            .iter()
+            .zip(peeked)
+            .map(|(key, p)| (key.to_string(), figures(&p.decision)))
+            .collect()
+    };
     let own_of = |key: &str| own.iter().find(|(k, _)| k == key).map(|(_, f)| *f);
     let total_cost = |key: &str| -> u128 {
         limited

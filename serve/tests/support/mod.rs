@@ -250,6 +250,22 @@ impl RedisServer {
         }
     }
 
+    /// SIGSTOP: the server keeps its connections and answers nothing.
+    pub fn pause(&self) {
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// SIGCONT after `pause`.
+    pub fn resume(&self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self.child.as_ref().expect("running").id() as i32;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+            .expect("signal redis-server");
+    }
+
     pub fn restart(&mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -291,6 +307,9 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
+        if self.child.is_some() {
+            self.resume();
+        }
         self.kill();
     }
 }
