@@ -44,6 +44,11 @@ fn key(prefix: &str) -> String {
 }
 
 /// Rules as pushed, with their version.
+///
+/// ```
+/// let pushed = leakgate_redis::PushedRules { version: 3, rules: leakgate::Rules::new() };
+/// assert_eq!(pushed.version, 3);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PushedRules {
     /// The push's number: 1 for the first push under a prefix, one more for each.
@@ -132,7 +137,13 @@ pub fn rules_to_toml(rules: &Rules) -> String {
     out
 }
 
-/// What a follower did about a version it saw.
+/// What a follower saw: a new version, or one that could not be used.
+///
+/// ```
+/// use leakgate_redis::FollowEvent;
+/// let event = FollowEvent::Refused { version: 4, reason: "line 1: invalid quota".into() };
+/// assert!(matches!(event, FollowEvent::Refused { version: 4, .. }));
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum FollowEvent {
@@ -172,6 +183,13 @@ impl RulesFollower {
     /// starts included). `on_version` returns an error to refuse a version (reported once, as
     /// [`FollowEvent::Refused`], to the log of the caller's choice: it is not retried). While
     /// Redis cannot be reached the follower keeps trying. Fails only on a bad URL.
+    ///
+    /// ```
+    /// use leakgate_redis::RulesFollower;
+    /// use std::time::Duration;
+    /// let bad = RulesFollower::start("not a url", "leakgate:", Duration::from_secs(1), |_| Ok(()));
+    /// assert!(bad.is_err());
+    /// ```
     pub fn start(
         url: &str,
         prefix: &str,
