@@ -139,7 +139,7 @@ impl Config {
     }
 
     /// How often the rules file is read to see whether it changed (default 500 ms; zero: never,
-    /// only [`Running::reload`] and SIGHUP read it).
+    /// only [`Running::reload`](crate::Running::reload) and SIGHUP read it).
     ///
     /// ```
     /// use std::time::Duration;
