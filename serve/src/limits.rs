@@ -170,7 +170,7 @@ impl<C: Clock + 'static> Limits<C> {
         if !checked.untracked() {
             return Ok(checked);
         }
-        self.ensure_cell(quota)?;
+        blocking(|| self.ensure_cell(quota))?;
         Ok(self.cell.check_all(&[full_key], n).await)
     }
 
@@ -214,6 +214,18 @@ impl<C: Clock + 'static> Limits<C> {
             self.metrics.rule(path).internal_peeks.fetch_add(1, Ordering::Relaxed);
         }
         self.rules.check_all(&[key], 0).await
+    }
+}
+
+/// Runs `f`, which may take long (a reload hands every tracked key over), telling a
+/// multi-threaded tokio runtime to move its other tasks to another worker meanwhile.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 

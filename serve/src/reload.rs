@@ -96,6 +96,7 @@ pub(crate) async fn watch_file<C: Clock + 'static>(
         let loaded = LoadedRules::from_bytes(&bytes, RulesFormat::of(&path))
             .map_err(|e| RulesError { path: Some(path.clone()), ..e });
         last = Some(bytes);
-        let _ = apply(&limits, loaded, &path, format!("file {}", path.display()));
+        let source = format!("file {}", path.display());
+        let _ = crate::limits::blocking(|| apply(&limits, loaded, &path, source));
     }
 }

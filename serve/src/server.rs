@@ -220,7 +220,7 @@ impl<C: Clock + 'static> Running<C> {
     /// # }
     /// ```
     pub fn reload(&self) -> Result<usize, RulesError> {
-        reload::reload_file(&self.limits, &self.config.rules)
+        crate::limits::blocking(|| reload::reload_file(&self.limits, &self.config.rules))
     }
 
     /// Stops gracefully: stops accepting, lets the calls in flight finish, and returns once

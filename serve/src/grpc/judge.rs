@@ -80,7 +80,7 @@ pub(crate) async fn judge<C: Clock + 'static>(
         let never = part.limit.is_some_and(|l| l.requests == 0);
         if let (Some(limit), Some(k), false) = (part.limit, &key, never) {
             let quota = unit_quota(u64::from(limit.requests), limit.unit_s)?;
-            let path = limits.ensure_override(&limit.name(), quota)?;
+            let path = crate::limits::blocking(|| limits.ensure_override(&limit.name(), quota))?;
             key = Some(format!("{path}/{k}"));
         }
         judging.push(Judging { key, cost: part.cost, limit: part.limit, never, replaced: false });
