@@ -204,3 +204,35 @@ fn rules_push_stores_a_version_for_the_fleet() {
     assert!(text(&out.stderr).contains("fortnight"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn serve_and_rules_push_explain_themselves() {
+    let out = leakgate().args(["serve", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    for says in [
+        "--rules",
+        "--grpc",
+        "--resp",
+        "--http",
+        "--redis",
+        "CL.THROTTLE",
+        "LG.CHECK",
+        "SIGHUP",
+        "Exit status",
+    ] {
+        assert!(text(&out.stdout).contains(says), "serve --help lacks {says:?}");
+    }
+    let out = leakgate().args(["rules", "push", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("--redis <URL>"));
+    for (args, says) in [
+        (&["serve", "--resp", "127.0.0.1:0"][..], "--rules"),
+        (&["serve", "--rules", "r.toml", "--redis-deadline", "5ms"], "--redis"),
+        (&["serve", "--rules", "r.toml", "--poll", "soon"], "\"soon\" is not a duration"),
+        (&["rules", "push", "r.toml"], "--redis"),
+    ] {
+        let out = leakgate().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains(says), "{args:?}: {}", text(&out.stderr));
+    }
+}
