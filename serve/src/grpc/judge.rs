@@ -110,6 +110,7 @@ pub(crate) async fn judge<C: Clock + 'static>(
         let checked = limits.rules.check_all(&names, unit).await;
         if checked.failed {
             let mut keys = names.clone();
+            keys.sort_unstable();
             keys.dedup();
             limits.count_failure(&in_force.rules, &keys);
         }
@@ -135,16 +136,28 @@ pub(crate) async fn judge<C: Clock + 'static>(
             .collect()
     };
     let own_of = |key: &str| own.iter().find(|(k, _)| k == key).map(|(_, f)| *f);
+    let statuses = statuses(&in_force, &judging, refused, single, &own_of);
+    let tightest = if headers { tightest(&in_force, &judging, &own_of, &decision) } else { None };
+    Ok(Judged { refused, statuses, tightest })
+}
+
+/// Each descriptor's status, given the request's decision (`refused`), whether one key decided
+/// alone (`single`: its decision is its figures), and each limited key's own figures.
+fn statuses(
+    in_force: &InForce,
+    judging: &[Judging],
+    refused: bool,
+    single: bool,
+    own_of: &dyn Fn(&str) -> Option<Figures>,
+) -> Vec<DescriptorStatus> {
+    // What the request asks of one key, over every descriptor naming it.
     let total_cost = |key: &str| -> u128 {
-        limited
-            .iter()
-            .filter(|&&i| judging[i].key.as_deref() == Some(key))
-            .map(|&i| u128::from(judging[i].cost))
-            .sum()
+        let named = judging.iter().filter(|p| p.key.as_deref() == Some(key));
+        named.filter(|p| rule_of(in_force, p).is_some()).map(|p| u128::from(p.cost)).sum()
     };
     let mut statuses = Vec::with_capacity(judging.len());
     let mut over_any = false;
-    for part in &judging {
+    for part in judging {
         let mut status = DescriptorStatus {
             code: Code::Ok as i32,
             current_limit: None,
@@ -157,7 +170,7 @@ pub(crate) async fn judge<C: Clock + 'static>(
             status.limit_remaining = 0;
             status.current_limit = part.limit.and_then(|l| override_limit(&l));
             over_any = true;
-        } else if let Some((path, rule)) = rule_of(&in_force, part) {
+        } else if let Some((path, rule)) = rule_of(in_force, part) {
             let key = part.key.as_deref().unwrap_or("");
             let (remaining, reset) = own_of(key).unwrap_or((u64::MAX, Duration::ZERO));
             status.limit_remaining = u32::try_from(remaining).unwrap_or(u32::MAX);
@@ -167,11 +180,9 @@ pub(crate) async fn judge<C: Clock + 'static>(
                 (None, [quota]) => answer::current_limit(path, *quota),
                 _ => None,
             };
-            let over = refused
-                && !rule.is_shadow()
-                && part.cost > 0
-                && (single || total_cost(key) > u128::from(remaining));
-            if over {
+            // Its own bucket could not take what the request asked of it.
+            let short = single || total_cost(key) > u128::from(remaining);
+            if refused && !rule.is_shadow() && part.cost > 0 && short {
                 status.code = Code::OverLimit as i32;
                 over_any = true;
             }
@@ -182,14 +193,13 @@ pub(crate) async fn judge<C: Clock + 'static>(
         // Refused, yet every bucket now has room (others moved meanwhile): every enforcing
         // descriptor that was charged shares the refusal.
         for (part, status) in judging.iter().zip(&mut statuses) {
-            if rule_of(&in_force, part).is_some_and(|(_, rule)| !rule.is_shadow()) && part.cost > 0
-            {
+            let enforcing = rule_of(in_force, part).is_some_and(|(_, rule)| !rule.is_shadow());
+            if enforcing && part.cost > 0 {
                 status.code = Code::OverLimit as i32;
             }
         }
     }
-    let tightest = if headers { tightest(&in_force, &judging, &own_of, &decision) } else { None };
-    Ok(Judged { refused, statuses, tightest })
+    statuses
 }
 
 /// The enforcing descriptor with the fewest units left (the longest reset on a tie), for the
