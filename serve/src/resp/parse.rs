@@ -373,4 +373,75 @@ mod tests {
             vec![Err("Protocol error: too many arguments in one command")]
         );
     }
+
+    proptest::proptest! {
+        /// Any bytes at all, in any chunks: the parser never panics, always gets through them
+        /// (every call makes progress or asks for more), and never holds more than one command.
+        #[test]
+        fn any_bytes_in_any_chunks_are_got_through(
+            bytes in proptest::collection::vec(proptest::prop_oneof![
+                proptest::sample::select(b"*$\r\n-0123456789 PINGabc".to_vec()),
+                proptest::num::u8::ANY,
+            ], 0..2000),
+            chunk in 1usize..300,
+        ) {
+            let mut parser = Parser::default();
+            let mut buf = Vec::new();
+            for piece in bytes.chunks(chunk) {
+                buf.extend_from_slice(piece);
+                // Each command or error consumes at least a byte, or hands its line to the next
+                // step, which does: the parser asks for more within two steps a byte.
+                let mut asked = false;
+                for _ in 0..2 * buf.len() + 2 {
+                    if parser.next(&buf) == Step::NeedMore {
+                        asked = true;
+                        break;
+                    }
+                }
+                proptest::prop_assert!(asked, "no progress on {:?}", String::from_utf8_lossy(&buf));
+                let n = parser.consumed();
+                proptest::prop_assert!(n <= buf.len());
+                buf.drain(..n);
+                parser.dropped(n);
+                proptest::prop_assert!(buf.len() <= MAX_COMMAND + MAX_ARGS * (MAX_HEADER + 2) + 300);
+            }
+        }
+
+        /// Well-formed commands, whatever their chunking, come out whole and in order.
+        #[test]
+        fn commands_survive_any_chunking(
+            commands in proptest::collection::vec(
+                proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..40), 1..6),
+                1..20,
+            ),
+            chunk in 1usize..64,
+        ) {
+            let mut input = Vec::new();
+            for command in &commands {
+                input.extend_from_slice(format!("*{}\r\n", command.len()).as_bytes());
+                for arg in command {
+                    input.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+                    input.extend_from_slice(arg);
+                    input.extend_from_slice(b"\r\n");
+                }
+            }
+            let mut parser = Parser::default();
+            let mut buf = Vec::new();
+            let mut got: Vec<Vec<Vec<u8>>> = Vec::new();
+            for piece in input.chunks(chunk) {
+                buf.extend_from_slice(piece);
+                loop {
+                    match parser.next(&buf) {
+                        Step::Command => got.push(parser.args().iter().map(|r| buf[r.clone()].to_vec()).collect()),
+                        Step::Error(e) => proptest::prop_assert!(false, "{}", e),
+                        Step::NeedMore => break,
+                    }
+                }
+                let n = parser.consumed();
+                buf.drain(..n);
+                parser.dropped(n);
+            }
+            proptest::prop_assert_eq!(got, commands);
+        }
+    }
 }
