@@ -160,6 +160,13 @@ pub enum FollowEvent {
 
 /// A thread that follows the rules pushed under a prefix; stops when dropped.
 ///
+/// [`push_rules`] stores a [`Rules`] as TOML with a version (one Redis hash,
+/// `prefix + "rules"`, fields `version` and `toml`, written in one script call); a follower
+/// asks for the version every interval (one `HGET`) and hands each newer version's rules to
+/// its callback, or to a rules limiter's `reload` ([`RulesFollower::reloading`], every key
+/// keeping its level). So every process following one Redis and prefix has a push in force
+/// within about an interval. A version that does not parse is reported and skipped.
+///
 /// ```no_run
 /// use leakgate_redis::{FollowEvent, RulesFollower};
 /// use std::time::Duration;
