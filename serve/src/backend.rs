@@ -73,6 +73,14 @@ impl<C: Clock + 'static> Backend<C> {
         }
     }
 
+    /// The Redis rules limiter, when the buckets live in Redis.
+    pub(crate) fn redis(&self) -> Option<&AsyncRedisRuleLimiter> {
+        match self {
+            Backend::Memory(_) => None,
+            Backend::Redis(lim) => Some(lim),
+        }
+    }
+
     /// `"memory"` or `"redis"`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {

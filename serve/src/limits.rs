@@ -73,6 +73,8 @@ pub(crate) struct Limits<C: Clock> {
     /// The quotas `CL.THROTTLE` has rules for.
     cell_quotas: Mutex<HashSet<CellQuota>>,
     pub(crate) metrics: Metrics,
+    /// With Redis: its URL, for listing the buckets kept there.
+    pub(crate) redis_url: Option<String>,
 }
 
 impl<C: Clock + 'static> Limits<C> {
@@ -94,6 +96,7 @@ impl<C: Clock + 'static> Limits<C> {
             loaded: Mutex::new((loaded, source, BTreeMap::new())),
             cell_quotas: Mutex::new(HashSet::new()),
             metrics: Metrics::default(),
+            redis_url: None,
         }
     }
 
@@ -174,7 +177,8 @@ impl<C: Clock + 'static> Limits<C> {
         Ok(self.cell.check_all(&[full_key], n).await)
     }
 
-    fn ensure_cell(&self, quota: CellQuota) -> Result<(), String> {
+    /// Makes the rule of a `CL.THROTTLE` quota, if new.
+    pub(crate) fn ensure_cell(&self, quota: CellQuota) -> Result<(), String> {
         let mut quotas = self.cell_quotas.lock().unwrap_or_else(PoisonError::into_inner);
         if quotas.contains(&quota) {
             return Ok(());
@@ -210,10 +214,15 @@ impl<C: Clock + 'static> Limits<C> {
     /// Peeks at `key` (cost 0) to read its own figures, and counts the peek so that it is taken
     /// out of the rule's admitted count.
     pub(crate) async fn peek(&self, rules: &Rules, key: &str) -> Checked {
+        self.peek_on(&self.rules, rules, key).await
+    }
+
+    /// [`Limits::peek`] on either limiter (`rules` are its rules in force).
+    pub(crate) async fn peek_on(&self, backend: &Backend<C>, rules: &Rules, key: &str) -> Checked {
         if let Some((path, _)) = rules.rule_for(key) {
             self.metrics.rule(path).internal_peeks.fetch_add(1, Ordering::Relaxed);
         }
-        self.rules.check_all(&[key], 0).await
+        backend.check_all(&[key], 0).await
     }
 }
 

@@ -93,7 +93,9 @@ async fn start_inner<C: Clock + Clone + 'static>(
         }
     };
     let source = format!("file {}", config.rules.display());
-    let limits = Arc::new(Limits::new(rules, cell, loaded, source));
+    let mut limits = Limits::new(rules, cell, loaded, source);
+    limits.redis_url = config.redis.clone();
+    let limits = Arc::new(limits);
     let (shutdown, stop) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut running = Running {

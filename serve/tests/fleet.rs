@@ -186,3 +186,35 @@ fn a_graceful_stop_answers_the_calls_in_flight() {
     assert!(std::net::TcpStream::connect(grpc).is_err(), "still accepting after the stop");
     redis.resume();
 }
+
+#[test]
+fn buckets_in_redis_are_listed_by_every_instance() {
+    let redis = RedisServer::start();
+    let rules = "view = \"1/h burst 10\"\nother = \"5/s\"\n";
+    let a = fleet_instance(&redis, rules);
+    let b = fleet_instance(&redis, rules);
+    let mut sb = raw(b.resp());
+    assert!(ask(&mut sb, "LG.CHECK view/alice 4").starts_with("*5\r\n:0\r\n:6\r\n"));
+    assert!(ask(&mut sb, "LG.CHECK view/bob 1").starts_with("*5\r\n:0\r\n:9\r\n"));
+    assert!(ask(&mut sb, "CL.THROTTLE user123 9 1 3600 2").starts_with("*5\r\n:0\r\n:10\r\n:8\r\n"));
+    // Instance a lists what b charged: the buckets are the fleet's.
+    let page: serde_json::Value = serde_json::from_str(&http_get(a.http(), "/buckets")).unwrap();
+    assert_eq!(page["backend"], "redis");
+    let rows = page["buckets"].as_array().unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["cl.throttle/9/1/3600/user123", "view/alice", "view/bob"]);
+    let alice = &rows[1];
+    assert_eq!((alice["rule"].as_str(), alice["remaining"].as_u64()), (Some("view"), Some(6)));
+    let level = alice["level"].as_f64().unwrap();
+    assert!((3.99..=4.0).contains(&level), "level {level}");
+    assert!(alice["idle_ms"].is_null());
+    // Filters: a prefix, and "at least 30% full".
+    let busy: serde_json::Value =
+        serde_json::from_str(&http_get(a.http(), "/buckets?prefix=view/&min_fill=0.3")).unwrap();
+    let keys: Vec<&str> =
+        busy["buckets"].as_array().unwrap().iter().map(|r| r["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["view/alice"]);
+    // Listing peeks at each bucket: the peeks are not counted as admissions.
+    let metrics = http_get(a.http(), "/metrics");
+    assert!(metrics.contains("leakgate_rule_admitted_total{rule=\"view\"} 0"), "{metrics}");
+}

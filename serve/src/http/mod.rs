@@ -5,6 +5,7 @@
 
 mod buckets;
 mod metrics;
+mod redis_buckets;
 
 use crate::limits::Limits;
 use crate::metrics::Listener;
@@ -61,7 +62,7 @@ async fn bucket_list<C: Clock + 'static>(
     Query(filter): Query<buckets::Filter>,
 ) -> impl IntoResponse {
     let started = Instant::now();
-    let json = buckets::render(&limits, &filter);
+    let json = buckets::render(&limits, &filter).await;
     limits.metrics.listener(Listener::Http).record(started.elapsed(), false);
     ([(CONTENT_TYPE, "application/json")], json)
 }
