@@ -72,15 +72,16 @@ pub(crate) fn follow_redis<C: Clock + 'static>(
     })
 }
 
-/// Reads `path` every `every` and reloads it when its bytes differ from the last ones seen,
-/// until `shutdown`.
+/// Reads `path` every `every` and reloads it when its bytes differ from the last ones seen
+/// (`first`: the bytes in force when the service started), until `shutdown`.
 pub(crate) async fn watch_file<C: Clock + 'static>(
     limits: Arc<Limits<C>>,
     path: PathBuf,
+    first: Option<Vec<u8>>,
     every: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut last = tokio::fs::read(&path).await.ok();
+    let mut last = first;
     let mut ticks = tokio::time::interval(every.max(Duration::from_millis(10)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -5,7 +5,7 @@ use crate::backend::Backend;
 use crate::config::{Config, ServeError};
 use crate::limits::Limits;
 use crate::reload;
-use crate::rules_file::{LoadedRules, RulesError};
+use crate::rules_file::{LoadedRules, RulesError, RulesFormat};
 use leakgate::{Clock, RuleLimiter, Rules, TscClock};
 use leakgate_redis::AsyncRedisRuleLimiter;
 use std::fmt;
@@ -62,7 +62,13 @@ async fn start_inner<C: Clock + Clone + 'static>(
     if config.grpc.is_none() && config.resp.is_none() && config.http.is_none() {
         return Err(ServeError::NoListener);
     }
-    let loaded = LoadedRules::from_file(&config.rules).map_err(ServeError::Rules)?;
+    // The bytes loaded are the watcher's first version: a change made from now on is seen.
+    let bytes = std::fs::read(&config.rules).map_err(|e| {
+        let message = format!("cannot read the file: {e}");
+        ServeError::Rules(RulesError { path: Some(config.rules.clone()), message })
+    })?;
+    let loaded = LoadedRules::from_bytes(&bytes, RulesFormat::of(&config.rules))
+        .map_err(|e| ServeError::Rules(RulesError { path: Some(config.rules.clone()), ..e }))?;
     if let Some((path, _)) =
         loaded.rules.iter().find(|(p, _)| p.starts_with(crate::limits::RESERVED))
     {
@@ -131,7 +137,8 @@ async fn start_inner<C: Clock + Clone + 'static>(
     }
     if !config.watch_every.is_zero() {
         let every = config.watch_every;
-        tasks.spawn(reload::watch_file(limits.clone(), config.rules.clone(), every, stop));
+        let (path, first) = (config.rules.clone(), Some(bytes));
+        tasks.spawn(reload::watch_file(limits.clone(), path, first, every, stop));
     }
     running.tasks = tasks;
     tracing::info!(
