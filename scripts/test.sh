@@ -13,6 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-redis.sh || exit 1
 bash scripts/ensure-postgres.sh || exit 1
+bash scripts/ensure-serve-tools.sh || exit 1
 
 passed=0
 failed=0

@@ -5,6 +5,8 @@
 //! * `leakgate bench`: compares leakgate with governor and a mutex token bucket on this machine.
 //! * `leakgate rules check FILE` / `leakgate rules explain FILE KEY`: validate a rules file, and
 //!   show which rule a key gets.
+//! * `leakgate serve --rules FILE [--grpc ADDR] [--resp ADDR] [--http ADDR] [--redis URL]`: the
+//!   rate-limit service (Envoy's gRPC API, redis-cell's `CL.THROTTLE`, metrics and a page).
 //!
 //! Each subcommand is one variant of [`Command`] with its own `clap::Args` struct and a `run`
 //! function returning the process's exit code; adding one is adding a variant and a match arm.
@@ -22,6 +24,8 @@ mod jobs;
 mod out;
 mod pace;
 mod rules;
+mod rules_push;
+mod serve;
 
 /// Exact, lock-free GCRA rate limiting, from the shell.
 #[derive(Debug, Parser)]
@@ -44,6 +48,8 @@ enum Command {
     Rules(rules::Args),
     /// Durable paced jobs: add, work, status, dead, requeue, purge, demo
     Jobs(jobs::Args),
+    /// Serve limit checks to any language: Envoy's gRPC API, redis-cell's CL.THROTTLE, metrics
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +61,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Rules(args) => rules::run(args),
         Command::Jobs(args) => jobs::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

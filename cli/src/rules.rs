@@ -50,6 +50,18 @@ enum Command {
         #[arg(value_name = "KEY")]
         key: String,
     },
+    /// Store a rules file in Redis with a new version, for every `leakgate serve --redis` on it
+    Push {
+        /// The Redis that the instances use (redis://host:port/db)
+        #[arg(long, value_name = "URL")]
+        redis: String,
+        /// The start of the Redis key (the instances' default)
+        #[arg(long, value_name = "PREFIX", default_value = "leakgate:")]
+        prefix: String,
+        /// The rules file (TOML, or Envoy's YAML for .yaml/.yml)
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 /// Runs `leakgate rules`.
@@ -57,6 +69,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Check { file } => check(&file),
         Command::Explain { file, key } => explain(&file, &key),
+        Command::Push { redis, prefix, file } => crate::rules_push::push(&redis, &prefix, &file),
     }
 }
 

@@ -201,6 +201,8 @@ mod lease;
 mod leasing;
 mod limiter;
 mod link;
+#[cfg(feature = "rules-file")]
+mod pushed;
 mod reservation;
 mod rules;
 mod runtime;
@@ -213,6 +215,8 @@ pub use clock::SystemClock;
 pub use config::{Builder, FailurePolicy, LeaseConfig};
 pub use error::Error;
 pub use limiter::AsyncRedisLimiter;
+#[cfg(feature = "rules-file")]
+pub use pushed::{fetch_rules, push_rules, rules_to_toml, FollowEvent, PushedRules, RulesFollower};
 pub use reservation::RedisReservation;
 pub use rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 pub use stats::Stats;

@@ -151,12 +151,34 @@ impl AsyncRedisRuleLimiter {
     /// # let _ = ok; }
     /// ```
     pub async fn check_all_n(&self, keys: &[&str], n: u64) -> Result<Admitted, Denied> {
+        self.check_all_n_explained(keys, n).await.0
+    }
+
+    /// [`check_all_n`](Self::check_all_n), with the reason Redis gave no decision when the
+    /// failure policy answered instead (`None` when Redis decided, or when no key has a rule):
+    /// for callers that count failures by rule, as `leakgate serve` does.
+    ///
+    /// ```no_run
+    /// # async fn f(lim: leakgate_redis::AsyncRedisRuleLimiter) {
+    /// let (decision, failure) = lim.check_all_n_explained(&["api/{acme}"], 1).await;
+    /// if let Some(e) = failure {
+    ///     eprintln!("the failure policy answered ({e}): {}", decision.is_ok());
+    /// }
+    /// # }
+    /// ```
+    pub async fn check_all_n_explained(
+        &self,
+        keys: &[&str],
+        n: u64,
+    ) -> (Result<Admitted, Denied>, Option<Error>) {
         let c = &self.shared.client;
         match self.decide(keys, n).await {
-            Ok(decision) => decision,
+            Ok(decision) => (decision, None),
             // A request that cannot be expressed is refused whatever the policy.
-            Err(Error::InvalidRequest(_)) => Err(Denied::new(0, Duration::ZERO, None)),
-            Err(_) => self.shared.fallback.decide(keys, n, c.retry_hint(), &c.stats),
+            Err(e @ Error::InvalidRequest(_)) => {
+                (Err(Denied::new(0, Duration::ZERO, None)), Some(e))
+            }
+            Err(e) => (self.shared.fallback.decide(keys, n, c.retry_hint(), &c.stats), Some(e)),
         }
     }
 

@@ -1,0 +1,156 @@
+//! `leakgate serve`: the rate-limit service (the library `leakgate-serve`) from the shell.
+
+use crate::duration::parse_duration;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+const LONG_HELP: &str = "\
+Listeners (each served when its flag is given):
+  --grpc ADDR   Envoy's rate-limit service (envoy.service.ratelimit.v3.RateLimitService):
+                a descriptor (k1, v1), (k2, v2) in domain D is the key D/k1/v1/k2/v2
+  --resp ADDR   the Redis protocol: redis-cell's CL.THROTTLE key max_burst count period
+                [quantity], and LG.CHECK key [cost] / LG.CHECKALL cost key... / LG.RULE key
+                on the rules file
+  --http ADDR   GET /metrics (Prometheus), GET /buckets?prefix=P&min_fill=F (JSON), and
+                GET / (a page of the buckets to filter and sort)
+
+The rules file is leakgate's TOML (see `leakgate rules --help`), or envoyproxy/ratelimit's YAML
+configuration when it is named .yaml or .yml. It is read again on SIGHUP and when it changes;
+every key keeps its level, and a file that does not parse is refused (the reason is logged) while
+the rules in force stay. With --redis, the buckets live in that Redis and every instance on it
+shares them; rules pushed with `leakgate rules push` are picked up within a second.
+
+Logs go to stderr, warnings only by default; LEAKGATE_LOG=info (or debug, or a tracing filter
+such as leakgate_serve=debug) says more. SIGTERM or SIGINT stops gracefully: no new connection,
+calls in flight are answered.
+
+Once listening, one line per listener goes to stdout: `grpc 127.0.0.1:8081`, ... (the bound
+port, also when ADDR asked for port 0).
+
+Exit status: 0 after a graceful stop, 1 when the service cannot start (a bad rules file, a port
+in use, Redis unreachable), 2 for a usage error.";
+
+/// The arguments of `leakgate serve`.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = LONG_HELP)]
+pub(crate) struct Args {
+    /// The rules file (TOML, or Envoy's YAML for .yaml/.yml)
+    #[arg(long, value_name = "FILE")]
+    rules: PathBuf,
+    /// Serve Envoy's rate-limit API over gRPC on ADDR (e.g. 127.0.0.1:8081)
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    grpc: Option<SocketAddr>,
+    /// Serve the Redis protocol (CL.THROTTLE, LG.CHECK) on ADDR (e.g. 127.0.0.1:6380)
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    resp: Option<SocketAddr>,
+    /// Serve /metrics, /buckets and the page on ADDR (e.g. 127.0.0.1:9090)
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    http: Option<SocketAddr>,
+    /// Keep the buckets in this Redis, shared by every instance (redis://host:port/db)
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// With --redis: the longest a check waits for Redis before the failure policy (refuse)
+    /// answers
+    #[arg(long, value_name = "D", value_parser = parse_duration, requires = "redis")]
+    redis_deadline: Option<Duration>,
+    /// With --redis: what a check answers when Redis gives none in time: deny (never above the
+    /// limit), allow, or local=N (a bucket here at 1/N of each quota, for a fleet of N)
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy, default_value = "deny", requires = "redis")]
+    redis_failure: leakgate_redis::FailurePolicy,
+    /// Add the IETF RateLimit, RateLimit-Policy (and Retry-After) fields to gRPC answers'
+    /// response_headers_to_add
+    #[arg(long)]
+    rate_limit_headers: bool,
+    /// How often the rules file is read to see whether it changed (0: only on SIGHUP)
+    #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "500ms")]
+    poll: Duration,
+}
+
+fn parse_policy(text: &str) -> Result<leakgate_redis::FailurePolicy, String> {
+    use leakgate_redis::FailurePolicy;
+    match text.split_once('=') {
+        None if text == "deny" => Ok(FailurePolicy::Deny),
+        None if text == "allow" => Ok(FailurePolicy::Allow),
+        Some(("local", n)) => match n.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(FailurePolicy::Local { expected_servers: n }),
+            _ => Err(format!("{n:?} is not a number of servers (1 or more)")),
+        },
+        _ => Err(format!("{text:?} is not a policy: deny, allow, or local=N")),
+    }
+}
+
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    text.to_socket_addrs()
+        .map_err(|e| format!("{text:?} is not an address ({e}); e.g. 127.0.0.1:8081"))?
+        .next()
+        .ok_or_else(|| format!("{text:?} names no address"))
+}
+
+/// Runs `leakgate serve`.
+pub(crate) fn run(args: Args) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LEAKGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let mut config = leakgate_serve::Config::new(&args.rules)
+        .rate_limit_headers(args.rate_limit_headers)
+        .watch_every(args.poll);
+    if let Some(addr) = args.grpc {
+        config = config.grpc(addr);
+    }
+    if let Some(addr) = args.resp {
+        config = config.resp(addr);
+    }
+    if let Some(addr) = args.http {
+        config = config.http(addr);
+    }
+    if let Some(url) = &args.redis {
+        config = config.redis(url.clone());
+    }
+    config = config.redis_failure_policy(args.redis_failure);
+    if let Some(deadline) = args.redis_deadline {
+        config = config.redis_deadline(deadline);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("leakgate serve: cannot start a runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async {
+        // Before the addresses are announced: a signal sent right after must find its handler.
+        let signals = match leakgate_serve::Signals::install() {
+            Ok(signals) => signals,
+            Err(e) => {
+                eprintln!("leakgate serve: cannot catch signals: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let running = match leakgate_serve::start(config).await {
+            Ok(running) => running,
+            Err(e) => {
+                eprintln!("leakgate serve: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let listeners = [
+            ("grpc", running.grpc_addr()),
+            ("resp", running.resp_addr()),
+            ("http", running.http_addr()),
+        ];
+        let mut announced = String::new();
+        for (name, addr) in listeners {
+            if let Some(addr) = addr {
+                announced.push_str(&format!("{name} {addr}\n"));
+            }
+        }
+        // A closed stdout must not stop the service.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), announced.as_bytes());
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        running.run_until(signals).await;
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what leakgate-serve's tests drive as real clients, if missing: redis-cli (Debian
+# package redis-tools) and headless Chromium (package chromium), for the page test. Needs root
+# (CI runs as root); elsewhere through sudo.
+set -euo pipefail
+missing=()
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+echo "== installing ${missing[*]} (apt-get)"
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

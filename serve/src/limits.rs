@@ -1,0 +1,300 @@
+//! The limits the service enforces: the rules in force (the rules file, or rules pushed through
+//! Redis, plus the rules made for Envoy's per-descriptor `limit` overrides) in one limiter, and
+//! the buckets of `CL.THROTTLE` (whose quota comes with each call) in another.
+//!
+//! Both limiters are [`Backend`]s: in memory, or in Redis for a fleet. Rules made on demand (an
+//! override's quota, a `CL.THROTTLE` quota) are added by a reload, which keeps every tracked
+//! key's level; their number is bounded, so a peer cannot make the service compile rules
+//! without end.
+
+use crate::backend::{Backend, Checked};
+use crate::metrics::Metrics;
+use crate::replaces::Replaces;
+use crate::rules_file::LoadedRules;
+use arc_swap::ArcSwap;
+use leakgate::{Clock, Quota, Rule, Rules};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// Rule paths that start with this are made by the service (`~override/...`); a rules file may
+/// not use them.
+pub(crate) const RESERVED: char = '~';
+
+/// The most distinct override quotas the service makes rules for.
+pub(crate) const MAX_OVERRIDES: usize = 256;
+/// The most distinct `CL.THROTTLE` quotas the service makes rules for.
+pub(crate) const MAX_CELL_QUOTAS: usize = 1024;
+/// Keys each rule made on demand tracks at once.
+pub(crate) const DYNAMIC_RULE_CAPACITY: usize = 65_536;
+/// The rule path head of `CL.THROTTLE` buckets: `cl.throttle/<max_burst>/<count>/<period>`.
+pub(crate) const CELL_HEAD: &str = "cl.throttle";
+
+/// The rules in force, as the request handlers read them.
+#[derive(Debug, Default)]
+pub(crate) struct InForce {
+    /// Every rule the rules limiter enforces: the loaded ones and the overrides.
+    pub(crate) rules: Rules,
+    pub(crate) replaces: Replaces,
+    /// Where the loaded rules came from (`file PATH`, `redis version N`).
+    pub(crate) source: String,
+}
+
+/// A `CL.THROTTLE` quota as the command gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CellQuota {
+    pub(crate) max_burst: u64,
+    pub(crate) count: u64,
+    pub(crate) period_s: u64,
+}
+
+impl CellQuota {
+    /// `count` per `period_s` seconds, `max_burst + 1` at once: redis-cell's bucket.
+    pub(crate) fn quota(self) -> Result<Quota, String> {
+        let burst = self.max_burst.checked_add(1).ok_or("max_burst is too large")?;
+        Quota::new(self.count, Duration::from_secs(self.period_s), burst).map_err(|e| e.to_string())
+    }
+
+    /// The rule path of this quota's buckets.
+    pub(crate) fn path(self) -> String {
+        format!("{CELL_HEAD}/{}/{}/{}", self.max_burst, self.count, self.period_s)
+    }
+}
+
+/// Everything the listeners share.
+pub(crate) struct Limits<C: Clock> {
+    pub(crate) rules: Backend<C>,
+    pub(crate) cell: Backend<C>,
+    in_force: ArcSwap<InForce>,
+    /// The loaded rules (without overrides) and the override rules, changed together.
+    loaded: Mutex<(LoadedRules, String, BTreeMap<String, Rule>)>,
+    /// The quotas `CL.THROTTLE` has rules for.
+    cell_quotas: Mutex<HashSet<CellQuota>>,
+    pub(crate) metrics: Metrics,
+    /// With Redis: its URL, for listing the buckets kept there.
+    pub(crate) redis_url: Option<String>,
+}
+
+impl<C: Clock + 'static> Limits<C> {
+    pub(crate) fn new(
+        rules: Backend<C>,
+        cell: Backend<C>,
+        loaded: LoadedRules,
+        source: String,
+    ) -> Self {
+        let in_force = InForce {
+            rules: loaded.rules.clone(),
+            replaces: loaded.replaces.clone(),
+            source: source.clone(),
+        };
+        Limits {
+            rules,
+            cell,
+            in_force: ArcSwap::from_pointee(in_force),
+            loaded: Mutex::new((loaded, source, BTreeMap::new())),
+            cell_quotas: Mutex::new(HashSet::new()),
+            metrics: Metrics::default(),
+            redis_url: None,
+        }
+    }
+
+    /// The rules in force now.
+    pub(crate) fn in_force(&self) -> Arc<InForce> {
+        self.in_force.load_full()
+    }
+
+    /// Puts newly loaded rules in force (with the overrides made so far), every tracked key
+    /// keeping its level. Returns how many rules were loaded; on error the rules in force stay.
+    pub(crate) fn put_rules(&self, loaded: LoadedRules, source: String) -> Result<usize, String> {
+        check_reserved(&loaded.rules)?;
+        let mut state = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = loaded.rules.len();
+        self.apply(&loaded, &source, &state.2)?;
+        *state = (loaded, source, std::mem::take(&mut state.2));
+        Ok(count)
+    }
+
+    /// Puts `loaded` and `overrides` in force together.
+    fn apply(
+        &self,
+        loaded: &LoadedRules,
+        source: &str,
+        overrides: &BTreeMap<String, Rule>,
+    ) -> Result<(), String> {
+        let mut rules = loaded.rules.clone();
+        for (path, rule) in overrides {
+            rules.insert_rule(path.clone(), rule.clone());
+        }
+        self.rules.reload(rules.clone())?;
+        let replaces = loaded.replaces.clone();
+        self.in_force.store(Arc::new(InForce { rules, replaces, source: source.to_string() }));
+        Ok(())
+    }
+
+    /// The rule path of the override `quota` (Envoy's descriptor `limit`), made if new.
+    pub(crate) fn ensure_override(&self, name: &str, quota: Quota) -> Result<String, String> {
+        let path = format!("{RESERVED}override/{name}");
+        if self.in_force.load().rules.get(&path).is_some() {
+            return Ok(path);
+        }
+        let mut state = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.2.contains_key(&path) {
+            return Ok(path);
+        }
+        if state.2.len() >= MAX_OVERRIDES {
+            return Err(format!(
+                "too many distinct descriptor limits: this service makes buckets for at most \
+                 {MAX_OVERRIDES}"
+            ));
+        }
+        let mut rule = Rule::new([quota]);
+        rule.capacity(DYNAMIC_RULE_CAPACITY);
+        state.2.insert(path.clone(), rule);
+        let (loaded, source, overrides) = &*state;
+        if let Err(e) = self.apply(loaded, source, overrides) {
+            state.2.remove(&path);
+            return Err(e);
+        }
+        tracing::info!(rule = %path, quota = %quota, "made a rule for a descriptor limit");
+        Ok(path)
+    }
+
+    /// Checks `CL.THROTTLE` cost `n` on `key` (already written as `cl.throttle/.../key` in
+    /// `full_key`) under `quota`, making the quota's rule if new.
+    pub(crate) async fn cell_check(
+        &self,
+        quota: CellQuota,
+        full_key: &str,
+        n: u64,
+    ) -> Result<Checked, String> {
+        let checked = self.cell.check_all(&[full_key], n).await;
+        if !checked.untracked() {
+            return Ok(checked);
+        }
+        blocking(|| self.ensure_cell(quota))?;
+        Ok(self.cell.check_all(&[full_key], n).await)
+    }
+
+    /// Makes the rule of a `CL.THROTTLE` quota, if new.
+    pub(crate) fn ensure_cell(&self, quota: CellQuota) -> Result<(), String> {
+        let mut quotas = self.cell_quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        if quotas.contains(&quota) {
+            return Ok(());
+        }
+        if quotas.len() >= MAX_CELL_QUOTAS {
+            return Err(format!(
+                "too many distinct CL.THROTTLE quotas: this service keeps at most \
+                 {MAX_CELL_QUOTAS}"
+            ));
+        }
+        let leakgate_quota = quota.quota()?;
+        let mut rules = Rules::new();
+        for q in quotas.iter().chain([&quota]) {
+            let mut rule = Rule::new([q.quota()?]);
+            rule.capacity(DYNAMIC_RULE_CAPACITY);
+            rules.insert_rule(q.path(), rule);
+        }
+        self.cell.reload(rules)?;
+        quotas.insert(quota);
+        tracing::info!(rule = %quota.path(), quota = %leakgate_quota, "made a rule for a CL.THROTTLE quota");
+        Ok(())
+    }
+
+    /// Counts a check the failure policy answered against the rule of each key.
+    pub(crate) fn count_failure(&self, rules: &Rules, keys: &[&str]) {
+        for key in keys {
+            if let Some((path, _)) = rules.rule_for(key) {
+                self.metrics.rule(path).errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Peeks at `key` (cost 0) to read its own figures, and counts the peek so that it is taken
+    /// out of the rule's admitted count.
+    pub(crate) async fn peek(&self, rules: &Rules, key: &str) -> Checked {
+        self.peek_on(&self.rules, rules, key).await
+    }
+
+    /// [`Limits::peek`] on either limiter (`rules` are its rules in force).
+    pub(crate) async fn peek_on(&self, backend: &Backend<C>, rules: &Rules, key: &str) -> Checked {
+        if let Some((path, _)) = rules.rule_for(key) {
+            self.metrics.rule(path).internal_peeks.fetch_add(1, Ordering::Relaxed);
+        }
+        backend.check_all(&[key], 0).await
+    }
+}
+
+/// Runs `f`, which may take long (a reload hands every tracked key over), telling a
+/// multi-threaded tokio runtime to move its other tasks to another worker meanwhile.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// Refuses rules whose path starts with [`RESERVED`].
+fn check_reserved(rules: &Rules) -> Result<(), String> {
+    match rules.iter().find(|(path, _)| path.starts_with(RESERVED)) {
+        Some((path, _)) => Err(format!(
+            "rule {path:?}: paths that start with '{RESERVED}' are reserved for the rules the \
+             service makes itself"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Writes `key` into `out` so that distinct byte strings stay distinct: valid UTF-8 without a
+/// backslash as it is; otherwise each backslash doubled and each byte of invalid UTF-8 as
+/// `\xNN`.
+pub(crate) fn write_key(out: &mut String, key: &[u8]) {
+    match std::str::from_utf8(key) {
+        Ok(text) if !text.contains('\\') => out.push_str(text),
+        _ => {
+            for chunk in key.utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    if c == '\\' {
+                        out.push_str("\\\\");
+                    } else {
+                        out.push(c);
+                    }
+                }
+                for byte in chunk.invalid() {
+                    // Writing to a String cannot fail.
+                    let _ = write!(out, "\\x{byte:02x}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_stay_distinct_when_written() {
+        let write = |key: &[u8]| {
+            let mut out = String::new();
+            write_key(&mut out, key);
+            out
+        };
+        assert_eq!(write(b"user/1"), "user/1");
+        assert_eq!(write(b"a\\b"), "a\\\\b");
+        assert_eq!(write(b"\xff"), "\\xff");
+        assert_ne!(write(b"\xff"), write(b"\\xff"));
+    }
+
+    #[test]
+    fn a_cell_quota_is_redis_cells_bucket() {
+        let q = CellQuota { max_burst: 15, count: 30, period_s: 60 }.quota().unwrap();
+        assert_eq!((q.burst(), q.emission_interval()), (16, Duration::from_secs(2)));
+        assert!(CellQuota { max_burst: 0, count: 0, period_s: 1 }.quota().is_err());
+        assert!(CellQuota { max_burst: u64::MAX, count: 1, period_s: 1 }.quota().is_err());
+    }
+}

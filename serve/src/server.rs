@@ -1,0 +1,344 @@
+//! [`start`] and [`Running`]: binding the listeners a [`Config`] names, keeping the rules
+//! current, and stopping gracefully ([`Signals`]).
+
+use crate::backend::Backend;
+use crate::config::{Config, ServeError};
+use crate::limits::Limits;
+use crate::reload;
+use crate::rules_file::{LoadedRules, RulesError, RulesFormat};
+use leakgate::{Clock, RuleLimiter, Rules, TscClock};
+use leakgate_redis::AsyncRedisRuleLimiter;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How often an instance on Redis asks whether rules were pushed.
+const PUSH_POLL: Duration = Duration::from_millis(250);
+
+/// Starts serving `config` on the default (TSC) clock; with Redis, time is Redis's.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = leakgate_serve::Config::new("rules.toml").resp("127.0.0.1:6380".parse()?);
+/// let running = leakgate_serve::start(config).await?;
+/// running.run_until_signalled().await; // SIGHUP reloads; SIGTERM or SIGINT stops
+/// # Ok(()) }
+/// ```
+pub async fn start(config: Config) -> Result<Running<TscClock>, ServeError> {
+    start_inner(config, TscClock::new(), false).await
+}
+
+/// Starts serving `config` on `clock` (a `ManualClock` in tests). With Redis, the limiters send
+/// this clock's time instead of using Redis's.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let path = std::env::temp_dir().join(format!("serve-doc-clock-{}.toml", std::process::id()));
+/// std::fs::write(&path, "api = \"1/s\"\n").unwrap();
+/// let clock = leakgate::ManualClock::new();
+/// let config = leakgate_serve::Config::new(&path).resp("127.0.0.1:0".parse().unwrap());
+/// let running = leakgate_serve::start_with_clock(config, clock.clone()).await.unwrap();
+/// assert!(running.resp_addr().is_some());
+/// running.shutdown().await;
+/// # std::fs::remove_file(&path).unwrap();
+/// # });
+/// ```
+pub async fn start_with_clock<C: Clock + Clone + 'static>(
+    config: Config,
+    clock: C,
+) -> Result<Running<C>, ServeError> {
+    start_inner(config, clock, true).await
+}
+
+async fn start_inner<C: Clock + Clone + 'static>(
+    config: Config,
+    clock: C,
+    redis_caller_clock: bool,
+) -> Result<Running<C>, ServeError> {
+    if config.grpc.is_none() && config.resp.is_none() && config.http.is_none() {
+        return Err(ServeError::NoListener);
+    }
+    // The bytes loaded are the watcher's first version: a change made from now on is seen.
+    let bytes = std::fs::read(&config.rules).map_err(|e| {
+        let message = format!("cannot read the file: {e}");
+        ServeError::Rules(RulesError { path: Some(config.rules.clone()), message })
+    })?;
+    let loaded = LoadedRules::from_bytes(&bytes, RulesFormat::of(&config.rules))
+        .map_err(|e| ServeError::Rules(RulesError { path: Some(config.rules.clone()), ..e }))?;
+    if let Some((path, _)) =
+        loaded.rules.iter().find(|(p, _)| p.starts_with(crate::limits::RESERVED))
+    {
+        let message = format!("rule {path:?}: paths that start with '~' are reserved");
+        return Err(ServeError::Rules(RulesError { path: Some(config.rules.clone()), message }));
+    }
+    let (rules, cell) = match &config.redis {
+        None => (
+            Backend::Memory(RuleLimiter::with_clock(loaded.rules.clone(), clock.clone())),
+            Backend::Memory(RuleLimiter::with_clock(Rules::new(), clock.clone())),
+        ),
+        Some(url) => {
+            let connect = |rules: Rules| {
+                let mut builder =
+                    AsyncRedisRuleLimiter::builder(url).failure_policy(config.redis_failure);
+                if let Some(deadline) = config.redis_deadline {
+                    builder = builder.deadline(deadline);
+                }
+                if redis_caller_clock {
+                    builder = builder.caller_clock(clock.clone());
+                }
+                builder.connect_rules_async(rules)
+            };
+            let rules = connect(loaded.rules.clone()).await;
+            let rules = rules.map_err(|e| ServeError::Redis(e.to_string()))?;
+            let cell = connect(Rules::new()).await.map_err(|e| ServeError::Redis(e.to_string()))?;
+            (Backend::Redis(rules), Backend::Redis(cell))
+        }
+    };
+    let source = format!("file {}", config.rules.display());
+    let mut limits = Limits::new(rules, cell, loaded, source);
+    limits.redis_url = config.redis.clone();
+    let limits = Arc::new(limits);
+    let (shutdown, stop) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut running = Running {
+        limits: limits.clone(),
+        config: config.clone(),
+        resp_addr: None,
+        grpc_addr: None,
+        http_addr: None,
+        shutdown,
+        tasks: JoinSet::new(),
+        follower: None,
+    };
+    if let Some(addr) = config.resp {
+        let listener = bind(addr).await?;
+        running.resp_addr = listener.local_addr().ok();
+        let (limits, stop) = (limits.clone(), stop.clone());
+        tasks.spawn(crate::resp::serve(listener, limits, stop, config.max_connections));
+    }
+    if let Some(addr) = config.grpc {
+        let listener = bind(addr).await?;
+        running.grpc_addr = listener.local_addr().ok();
+        let (limits, stop) = (limits.clone(), stop.clone());
+        tasks.spawn(crate::grpc::serve(listener, limits, stop, config.rate_limit_headers));
+    }
+    if let Some(addr) = config.http {
+        let listener = bind(addr).await?;
+        running.http_addr = listener.local_addr().ok();
+        tasks.spawn(crate::http::serve(listener, limits.clone(), stop.clone()));
+    }
+    if let Some(url) = &config.redis {
+        let follower = reload::follow_redis(limits.clone(), url, PUSH_POLL);
+        running.follower = Some(follower.map_err(|e| ServeError::Redis(e.to_string()))?);
+    }
+    if !config.watch_every.is_zero() {
+        let every = config.watch_every;
+        let (path, first) = (config.rules.clone(), Some(bytes));
+        tasks.spawn(reload::watch_file(limits.clone(), path, first, every, stop));
+    }
+    running.tasks = tasks;
+    tracing::info!(
+        resp = ?running.resp_addr,
+        grpc = ?running.grpc_addr,
+        http = ?running.http_addr,
+        backend = limits.rules.kind(),
+        "serving"
+    );
+    Ok(running)
+}
+
+/// Connections the kernel queues for a listener before it accepts them: a burst of new clients
+/// beyond the default of 128 would see their connection attempts dropped and retried a second
+/// later.
+const BACKLOG: u32 = 4096;
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    };
+    let listen = |socket: tokio::net::TcpSocket| {
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    };
+    socket.and_then(listen).map_err(|e| ServeError::Bind(addr, e))
+}
+
+/// A started service: its bound addresses, and the handles to reload and stop it. Dropping it
+/// stops the listeners without waiting for them.
+pub struct Running<C: Clock + 'static = TscClock> {
+    pub(crate) limits: Arc<Limits<C>>,
+    config: Config,
+    resp_addr: Option<SocketAddr>,
+    grpc_addr: Option<SocketAddr>,
+    http_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    /// With Redis: the thread that follows pushed rules (stops when dropped).
+    follower: Option<leakgate_redis::RulesFollower>,
+}
+
+impl<C: Clock + 'static> Running<C> {
+    /// Where the Redis protocol is served (the bound port, when the configuration said 0).
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// println!("redis-cli -p {}", running.resp_addr().unwrap().port());
+    /// # }
+    /// ```
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp_addr
+    }
+
+    /// Where gRPC is served.
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// println!("grpc://{}", running.grpc_addr().unwrap());
+    /// # }
+    /// ```
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
+    }
+
+    /// Where `/metrics`, `/buckets` and the page are served.
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// println!("http://{}/", running.http_addr().unwrap());
+    /// # }
+    /// ```
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// Reads the rules file again and puts it in force, keeping every key's level (what
+    /// SIGHUP does). A file that does not parse is refused and the rules in force stay.
+    ///
+    /// ```no_run
+    /// # fn f(running: leakgate_serve::Running) {
+    /// match running.reload() {
+    ///     Ok(n) => println!("{n} rules in force"),
+    ///     Err(e) => eprintln!("kept the old rules: {e}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn reload(&self) -> Result<usize, RulesError> {
+        crate::limits::blocking(|| reload::reload_file(&self.limits, &self.config.rules))
+    }
+
+    /// Stops gracefully: stops accepting, lets the calls in flight finish, and returns once
+    /// every listener has stopped.
+    ///
+    /// ```no_run
+    /// # async fn f(running: leakgate_serve::Running) {
+    /// running.shutdown().await;
+    /// # }
+    /// ```
+    pub async fn shutdown(mut self) {
+        self.follower = None;
+        let _ = self.shutdown.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully; SIGHUP reloads the rules
+    /// file meanwhile. The handlers are installed here: a program that announces its addresses
+    /// first should install them before starting ([`Signals::install`] and
+    /// [`Running::run_until`]), so that a signal sent right after the announcement is not
+    /// handled by the default action.
+    ///
+    /// ```no_run
+    /// # async fn f(running: leakgate_serve::Running) {
+    /// running.run_until_signalled().await;
+    /// # }
+    /// ```
+    pub async fn run_until_signalled(self) {
+        match Signals::install() {
+            Ok(signals) => self.run_until(signals).await,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot install signal handlers: serving until killed");
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Serves until `signals` hears SIGTERM or SIGINT, then shuts down gracefully; SIGHUP
+    /// reloads the rules file meanwhile.
+    ///
+    /// ```no_run
+    /// # async fn f(config: leakgate_serve::Config) -> Result<(), Box<dyn std::error::Error>> {
+    /// let signals = leakgate_serve::Signals::install()?; // before anyone learns the addresses
+    /// let running = leakgate_serve::start(config).await?;
+    /// println!("resp {:?}", running.resp_addr());
+    /// running.run_until(signals).await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until(self, mut signals: Signals) {
+        loop {
+            tokio::select! {
+                _ = signals.term.recv() => break,
+                _ = signals.int.recv() => break,
+                _ = signals.hup.recv() => {
+                    tracing::info!("SIGHUP: reading the rules file again");
+                    let _ = self.reload();
+                }
+            }
+        }
+        tracing::info!("stopping: finishing the calls in flight");
+        self.shutdown().await;
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP, caught from the moment this is made (inside a tokio runtime)
+/// until it is dropped; signals that arrive meanwhile wait for [`Running::run_until`].
+///
+/// ```no_run
+/// # async fn f() -> std::io::Result<()> {
+/// let signals = leakgate_serve::Signals::install()?;
+/// # let _ = signals; Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (within a tokio runtime).
+    ///
+    /// ```no_run
+    /// # async fn f() -> std::io::Result<()> {
+    /// let signals = leakgate_serve::Signals::install()?;
+    /// # let _ = signals; Ok(()) }
+    /// ```
+    pub fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+impl<C: Clock + 'static> Drop for Running<C> {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+impl<C: Clock + 'static> fmt::Debug for Running<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Running")
+            .field("resp", &self.resp_addr)
+            .field("grpc", &self.grpc_addr)
+            .field("http", &self.http_addr)
+            .finish_non_exhaustive()
+    }
+}
