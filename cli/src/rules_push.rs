@@ -12,12 +12,12 @@ pub(crate) fn push(redis: &str, prefix: &str, file: &Path) -> ExitCode {
     let loaded = match leakgate_serve::LoadedRules::from_file(file) {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("leakgate rules push: {e}");
+            crate::out::errln!("leakgate rules push: {e}");
             return ExitCode::from(1);
         }
     };
     if loaded.has_replaces() {
-        eprintln!(
+        crate::out::errln!(
             "leakgate rules push: {}: `replaces` cannot be pushed (pushed rules are leakgate's \
              TOML); serve this file with --rules instead",
             file.display()
@@ -27,7 +27,7 @@ pub(crate) fn push(redis: &str, prefix: &str, file: &Path) -> ExitCode {
     match leakgate_redis::push_rules(redis, prefix, loaded.rules()) {
         Ok(version) => {
             let count = loaded.rules().len();
-            println!(
+            crate::out::outln!(
                 "{}: {count} rule{} pushed as version {version}",
                 file.display(),
                 if count == 1 { "" } else { "s" }
@@ -35,7 +35,7 @@ pub(crate) fn push(redis: &str, prefix: &str, file: &Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("leakgate rules push: {e}");
+            crate::out::errln!("leakgate rules push: {e}");
             ExitCode::from(1)
         }
     }

@@ -116,7 +116,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("leakgate serve: cannot start a runtime: {e}");
+            crate::out::errln!("leakgate serve: cannot start a runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -125,14 +125,14 @@ pub(crate) fn run(args: Args) -> ExitCode {
         let signals = match leakgate_serve::Signals::install() {
             Ok(signals) => signals,
             Err(e) => {
-                eprintln!("leakgate serve: cannot catch signals: {e}");
+                crate::out::errln!("leakgate serve: cannot catch signals: {e}");
                 return ExitCode::from(1);
             }
         };
         let running = match leakgate_serve::start(config).await {
             Ok(running) => running,
             Err(e) => {
-                eprintln!("leakgate serve: {e}");
+                crate::out::errln!("leakgate serve: {e}");
                 return ExitCode::from(1);
             }
         };

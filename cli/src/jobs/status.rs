@@ -94,7 +94,14 @@ fn print_table(lanes: &[LaneStatus]) {
     let width = lanes.iter().map(|l| l.lane.len()).max().unwrap_or(4).max(4);
     crate::out::outln!(
         "{:<width$}  {:>8}  {:>8}  {:>6}  {:>8}  {:>8}  {:>10}  {:>9}  RULE",
-        "LANE", "WAITING", "RUNNING", "DEAD", "DONE", "OLDEST", "NEXT SLOT", "RUNS/MIN"
+        "LANE",
+        "WAITING",
+        "RUNNING",
+        "DEAD",
+        "DONE",
+        "OLDEST",
+        "NEXT SLOT",
+        "RUNS/MIN"
     );
     for l in lanes {
         let rate = l.rule_per_minute.map_or(format!("{}", l.runs_last_minute), |r| {

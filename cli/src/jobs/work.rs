@@ -76,7 +76,9 @@ pub(crate) fn run(args: Args) -> ExitCode {
             .concurrency(args.concurrency as usize)
             .until_empty(args.until_empty)
             .retention(Some(args.retention))
-            .on_event(move |event| events.suspend(|| crate::out::errln!("leakgate jobs work: {event}")));
+            .on_event(move |event| {
+                events.suspend(|| crate::out::errln!("leakgate jobs work: {event}"))
+            });
         if let Some(rules) = &args.rules {
             worker = worker.rules_file(rules, Duration::from_secs(1));
         }
