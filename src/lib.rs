@@ -132,6 +132,7 @@ mod limiter;
 mod manual_clock;
 mod quota;
 mod quota_parse;
+mod rate_cell;
 mod reserve;
 mod rules;
 mod sync;

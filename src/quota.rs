@@ -215,6 +215,12 @@ impl Quota {
         self.period_ns
     }
 
+    /// The quota `rate` was compiled from.
+    pub(crate) fn of_rate(rate: &Rate) -> Quota {
+        let (count, period_ns, burst) = rate.quota_parts();
+        Quota { count, period_ns, burst }
+    }
+
     /// The quota compiled into fixed-point units; every validated quota compiles.
     pub(crate) fn rate(&self) -> Rate {
         Rate::new(self.count, self.period_ns, self.burst)

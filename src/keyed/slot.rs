@@ -118,6 +118,17 @@ impl<'g, K> Found<'g, K> {
         (self.page.group_index(self.index), self.slot, self.version as u32)
     }
 
+    /// The epoch of the limiter's rate the group's states are in (see `requota.rs`).
+    #[inline(always)]
+    pub(crate) fn epoch(&self) -> u32 {
+        self.group.epoch()
+    }
+
+    /// Converts the slot's group with `conversion` (under its shard's lock).
+    pub(crate) fn convert(&self, conversion: &impl super::insert::EpochOf<K>) {
+        conversion.convert(self.group, self.page.side(self.index));
+    }
+
     /// Whether the slot is being given to another key right now.
     pub(crate) fn is_sealed(&self) -> bool {
         // Acquire: as in `Found::tat`.
