@@ -194,7 +194,7 @@ const UNDO_TRIES: u32 = if LOOM { 2 } else { 64 };
 ///
 /// The common cases stay inline and short (a denial is a load and a compare; an uncontended
 /// admission adds one CAS); everything after a lost CAS is out of line.
-#[inline]
+#[inline(always)]
 pub(crate) fn take<W: Word>(
     word: &W,
     rate: &Rate,

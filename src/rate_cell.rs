@@ -59,13 +59,20 @@ impl RateCell {
         }
     }
 
-    /// The epoch now (to check that a state read after [`RateCell::read`] is still of its rate:
-    /// read the state with `Acquire` first).
+    /// The epoch now, read after the caller's `Acquire` load of a state: a state written after a
+    /// change's publication (with `Release`) makes this read see that change's epoch.
     #[inline(always)]
     pub(crate) fn epoch(&self) -> u64 {
-        // Acquire fence, then Relaxed: ordered after the caller's loads (module docs).
-        fence(Ordering::Acquire);
+        // Relaxed: ordered after the caller's Acquire load (see above).
         self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// The epoch now, for a reader about to read states of its rate (a keyed check, before
+    /// finding its key, whose group's own epoch it then compares).
+    #[inline(always)]
+    pub(crate) fn epoch_first(&self) -> u64 {
+        // Acquire: pairs with the writer's Release bump, so what it published is seen.
+        self.epoch.load(Ordering::Acquire)
     }
 
     /// The rate of epoch 0, the first.

@@ -92,22 +92,45 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        loop {
-            let epoch = self.rates.epoch();
-            let changed;
-            let rate = match epoch {
-                0 => self.rates.first(),
-                _ => match self.rates.rate_at(epoch) {
-                    Some(rate) => {
-                        changed = rate;
-                        &changed
-                    }
-                    None => continue,
-                },
-            };
+        if self.rates.epoch_first() == 0 {
+            let rate = self.rates.first();
             let now = rate.units_at(now_ns);
             let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
             let start = || FirstState::EMPTY;
+            let ask =
+                Ask { now, now_ns, n, max_wait, shared_overflow, start: &start, epoch: 0, rate };
+            match self.take_hashed(key, hash, ask) {
+                Ok(took) => return Ok(taken(rate, now, &took)),
+                Err(declined) if !declined.changed => return Err(declined.denied()),
+                Err(_) => {}
+            }
+        }
+        self.take_changed(key, hash, (now_ns, n, max_wait_ns), shared_overflow, taken)
+    }
+
+    /// [`KeyedLimiter::take_in_force`] once the quota was changed: the rate from the cell, again
+    /// for as long as the quota changes under the request.
+    #[cold]
+    #[inline(never)]
+    fn take_changed<Q, R>(
+        &self,
+        key: &Q,
+        hash: u64,
+        (now_ns, n, max_wait_ns): (u64, u64, u64),
+        shared_overflow: bool,
+        taken: impl FnOnce(&Rate, u64, &Taken<'_, K>) -> R,
+    ) -> Result<R, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        loop {
+            let epoch = self.rates.epoch_first();
+            let Some(rate) = self.rates.rate_at(epoch) else { continue };
+            let now = rate.units_at(now_ns);
+            let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
+            let start = || FirstState::EMPTY;
+            let rate = &rate;
             let ask = Ask { now, now_ns, n, max_wait, shared_overflow, start: &start, epoch, rate };
             match self.take_hashed(key, hash, ask) {
                 Ok(took) => return Ok(taken(rate, now, &took)),
@@ -140,6 +163,11 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
 
     /// [`KeyedLimiter::take`] of a key whose hash is `hash` (from [`KeyedLimiter::touch_key`]).
     /// A denial with `changed` set means the quota changed since `ask` was made: make it again.
+    ///
+    /// The common case inline: the key found in its group, in the quota in force, and decided
+    /// at the first try. Everything else (an insert, a group to convert, a handle gone stale) is
+    /// out of line, so that the handle never goes through memory on the way (a handle copied
+    /// through the stack cost a store-forwarding stall: 1k keys, 41 -> 49 ns a check).
     #[inline(always)]
     pub(crate) fn take_hashed<Q>(
         &self,
@@ -152,27 +180,49 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
         let Ask { now, now_ns, n, max_wait, rate, epoch, .. } = ask;
+        if let Some(found) = self.table.find(key, hash) {
+            if found.epoch() == epoch as u32 {
+                match bucket::take(&found, rate, now, n, max_wait) {
+                    Ok(Ok(state)) => {
+                        if n > 0 {
+                            found.mark_used(millis(now_ns));
+                        }
+                        let scale = rate.scale();
+                        return Ok(Taken { state, now, scale, slot: Some(found) });
+                    }
+                    Ok(Err(refused)) => {
+                        return Err(Declined::of(refused, now, rate.scale()));
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        self.take_slow(key, hash, ask)
+    }
+
+    /// The rest of [`KeyedLimiter::take_hashed`], from the start: a loop over finding the key
+    /// (inserting it when it needs a slot), bringing its group into the quota in force, and
+    /// deciding.
+    #[cold]
+    #[inline(never)]
+    fn take_slow<Q>(&self, key: &Q, hash: u64, ask: Ask<'_>) -> Result<Taken<'_, K>, Declined>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let Ask { now, now_ns, n, max_wait, rate, epoch, .. } = ask;
         let mut insert = false;
         loop {
             let found = if insert {
-                let conversion = Conversion::new(&self.rates, epoch, *rate, now_ns);
-                let start = ask.start;
-                let new = Arrival { key, hash, now_ns, now, rate, start, epoch: &conversion };
-                match self.table.find_or_insert(&new) {
-                    Ok(found) => found,
-                    Err(Changed) => return Err(Declined::changed(now, rate.scale())),
-                }
+                self.find_or_insert(key, hash, (epoch, rate), (now, now_ns), ask.start)?
             } else {
                 self.table.find(key, hash)
             };
             match found {
                 Some(found) if found.epoch() != epoch as u32 => {
-                    // The group is behind the quota in force (convert it, under its lock), or
-                    // the quota changed since `ask` was made.
-                    if self.rates.epoch() != epoch {
-                        return Err(Declined::changed(now, rate.scale()));
-                    }
-                    self.convert_group(&found, epoch, rate, now_ns);
+                    // Cold, and given only the slot's place: the handle stays in registers.
+                    let at = found.locator().0;
+                    self.catch_up(at, (epoch, rate), (now, now_ns))?;
                 }
                 Some(found) => match bucket::take(&found, rate, now, n, max_wait) {
                     Ok(Ok(state)) => {
@@ -197,13 +247,44 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
-    /// Converts the group of `found` to the quota in force (`epoch`, `rate`), under its shard's
-    /// lock (see `requota.rs`).
+    /// [`Table::find_or_insert`](super::table::Table) for `ask`, in its quota (see
+    /// `requota.rs`); `Err` when the quota changed since `ask` was made.
     #[cold]
-    fn convert_group(&self, found: &Found<'_, K>, epoch: u64, rate: &Rate, now_ns: u64) {
-        let shard = self.table.shard_of(found.locator().0);
-        let _shard = sync::lock(&self.table.shards[shard]);
-        found.convert(&Conversion::new(&self.rates, epoch, *rate, now_ns));
+    #[inline(never)]
+    fn find_or_insert<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        (epoch, rate): (u64, &Rate),
+        (now, now_ns): (u64, u64),
+        start: &dyn Fn() -> FirstState,
+    ) -> Result<Option<Found<'_, K>>, Declined>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let conversion = Conversion::new(&self.rates, epoch, *rate, now_ns);
+        let new = Arrival { key, hash, now_ns, now, rate, start, epoch: &conversion };
+        self.table.find_or_insert(&new).map_err(|Changed| Declined::changed(now, rate.scale()))
+    }
+
+    /// A key found in a group whose states are not in `ask`'s quota: the group is behind the
+    /// quota in force (converted here, under its shard's lock), or the quota changed since `ask`
+    /// was made (`Err`).
+    #[cold]
+    #[inline(never)]
+    fn catch_up(
+        &self,
+        group: usize,
+        (epoch, rate): (u64, &Rate),
+        (now, now_ns): (u64, u64),
+    ) -> Result<(), Declined> {
+        if self.rates.epoch_first() != epoch {
+            return Err(Declined::changed(now, rate.scale()));
+        }
+        let _shard = sync::lock(&self.table.shards[self.table.shard_of(group)]);
+        self.table.convert_group(group, &Conversion::new(&self.rates, epoch, *rate, now_ns));
+        Ok(())
     }
 
     /// The answer for a key the table does not hold: a peek sees an empty bucket, a cost above

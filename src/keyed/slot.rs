@@ -124,11 +124,6 @@ impl<'g, K> Found<'g, K> {
         self.group.epoch()
     }
 
-    /// Converts the slot's group with `conversion` (under its shard's lock).
-    pub(crate) fn convert(&self, conversion: &impl super::insert::EpochOf<K>) {
-        conversion.convert(self.group, self.page.side(self.index));
-    }
-
     /// Whether the slot is being given to another key right now.
     pub(crate) fn is_sealed(&self) -> bool {
         // Acquire: as in `Found::tat`.

@@ -200,6 +200,13 @@ impl<K> Table<K> {
         }
     }
 
+    /// Converts group `gi` with `conversion` (see `requota.rs`), under its shard's lock.
+    pub(crate) fn convert_group(&self, gi: usize, conversion: &impl super::insert::EpochOf<K>) {
+        if let Some(at) = self.at(gi) {
+            conversion.convert(at.line(), at.side());
+        }
+    }
+
     /// Forgets the bound on when a slot may next be idle (its units are the old quota's).
     pub(crate) fn forget_room_bound(&self) {
         // Relaxed: called under every shard lock, which inserts (its only readers) take.
