@@ -184,6 +184,13 @@ impl<C: Clock> Limiter<C> {
     /// Reservations granted before keep their times; one cancelled after the change gives
     /// nothing back. Changes run one at a time.
     ///
+    /// Every state after a change lies above every state before it (so no check still holding
+    /// an old state can act on a new one): a change to a shorter interval while buckets are full
+    /// moves the limiter's clock up by up to the old burst's duration. The clock has a century
+    /// of range, so that is nothing for changes seconds apart; a deep bucket whose quota changes
+    /// many times a second spends its range sooner (then it refuses, as any limiter past its
+    /// range does).
+    ///
     /// ```
     /// use leakgate::{Limiter, ManualClock, Quota};
     /// use std::time::Duration;

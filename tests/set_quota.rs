@@ -160,14 +160,16 @@ proptest! {
     }
 }
 
-/// Quota changes racing checks on a frozen clock, the burst the same in both quotas: levels
-/// carry over whole (or rounded up), so the changes never let more than one burst through.
+/// Quota changes racing checks on a frozen clock, the burst the same in both quotas and both
+/// intervals whole nanoseconds: levels carry over exactly, so the changes never let more than one
+/// burst through, and every unit is either admitted or still free. (With a fractional interval
+/// each change rounds the level up, against the caller, by under a unit's worth of time.)
 #[test]
 fn changes_racing_checks_never_admit_past_the_burst() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let clock = ManualClock::new();
     clock.set(Duration::from_secs(1000));
-    let (a, b) = (q("10/s burst 300"), q("7/s burst 300"));
+    let (a, b) = (q("10/s burst 300"), q("8/s burst 300"));
     let lim = Limiter::with_clock(a, clock.clone());
     let keyed = KeyedLimiter::with_clock(a, clock.clone());
     let admitted = AtomicU64::new(0);
@@ -206,4 +208,29 @@ fn changes_racing_checks_never_admit_past_the_burst() {
         assert!(count <= 300, "key {key}: {count} admitted past a burst of 300");
         assert_eq!(count + keyed.peek(&(key as u64)), 300, "key {key}");
     }
+}
+
+/// Changes spend at most what they must of the clock's range: a bucket an hour deep, full,
+/// through a thousand changes to a shorter interval and back, still refills at its rate
+/// afterwards. (A change that shortens the interval of a full bucket moves the new quota's clock
+/// up by up to the old burst's duration, so that every new state lies above every old one: here
+/// half an hour a change, 500 hours in all, of the 100 years the clock has.)
+#[test]
+fn many_changes_of_a_deep_full_bucket_keep_the_clock_range() {
+    let (a, b) = (q("1/s burst 3600"), q("2/s burst 3600"));
+    let clock = ManualClock::new();
+    let lim = Limiter::with_clock(a, clock.clone());
+    let keyed = KeyedLimiter::with_clock(a, clock.clone());
+    lim.check_n(3600).unwrap();
+    keyed.check_n(&9u64, 3600).unwrap();
+    for i in 0..1000 {
+        let quota = if i % 2 == 0 { b } else { a };
+        lim.set_quota(quota);
+        keyed.set_quota(quota);
+        keyed.peek(&9); // converts the key's group to each new quota
+    }
+    assert_eq!((lim.peek(), keyed.peek(&9)), (0, 0));
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(lim.peek(), 3, "a unit a second, as before the changes");
+    assert_eq!(keyed.peek(&9), 3);
 }

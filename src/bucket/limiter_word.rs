@@ -18,6 +18,9 @@
 //! 3. **Publish the new rate**, with an origin chosen so that every state of the new quota lies
 //!    above every state the word held under the old one (`S`, and the highest value a lowering
 //!    ever moved it from): a check still holding an old state can never CAS it into a new one.
+//!    The origin is the least that does it (usually 0 or a few units: the level carried over puts
+//!    the state ahead of the clock as it was ahead before), so changes do not eat the clock's
+//!    range.
 //! 4. **Reopen** at the level the bucket had (`(S - now) / T` in the old quota, as a reload
 //!    hands it over), in the new units, on top of the new clock reading.
 //!
@@ -76,7 +79,10 @@ impl LimiterState {
         let level = old.level_in(held, &new, now_ns);
         // Relaxed: ordered after the seal's Acquire (module docs).
         let floor = held.max(self.lowered.load(Ordering::Relaxed)).saturating_add(1);
-        let new = new.with_origin(floor.saturating_sub(new.units_at(now_ns)));
+        // The least origin that puts the reopened state at or above `floor`: the new quota's
+        // clock moves up only by what it takes (often nothing), so changes spend no clock range.
+        let natural = new.units_at(now_ns).saturating_add(level);
+        let new = new.with_origin(floor.saturating_sub(natural));
         rates.publish(new);
         let reopen = new.units_at(now_ns).saturating_add(level).min(SEALED - 1);
         // Release: a check that reads the new state sees the new epoch (and rate).

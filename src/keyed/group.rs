@@ -205,14 +205,17 @@ impl<K> Group<K> {
         self.tags.load(Ordering::Relaxed).to_le_bytes()
     }
 
-    /// The highest state any used slot holds or held since its key was set, `SEALED` aside (for
-    /// a change of quota, under the shard lock).
-    pub(crate) fn highest_state(&self, side: &Side<K>) -> u64 {
+    /// For a change of quota (under the shard lock): the least clock reading, in the new units,
+    /// at which every used slot, reopened with `level(state)` on top, lies above every value it
+    /// held since its key was set (`SEALED` aside).
+    pub(crate) fn reopen_floor(&self, side: &Side<K>, level: impl Fn(u64) -> u64) -> u64 {
         let tags = self.tags_locked();
         (0..SLOTS)
             .filter(|&slot| tags[slot] != 0)
-            .map(|slot| self.busy_until(side, slot))
-            .filter(|&state| state != SEALED)
+            // Relaxed: under the shard lock, a bound only (a conversion decides under its seal).
+            .map(|slot| (self.tats[slot].load(Ordering::Relaxed), self.busy_until(side, slot)))
+            .filter(|&(tat, _)| tat != SEALED)
+            .map(|(tat, held)| held.saturating_add(1).saturating_sub(level(tat)))
             .max()
             .unwrap_or(0)
     }

@@ -35,6 +35,12 @@ use crate::rate_cell::RateCell;
 use crate::sync::{self, Ordering};
 use std::hash::Hash;
 
+/// How long after a change's clock reading a check on the old quota may still read the clock
+/// and then charge its bucket in the old quota: new states start above any state such a check
+/// leaves (a later one, only a thread descheduled between reading the clock and the epoch, is
+/// reopened just above what it left, `Group::convert`). A millisecond.
+const LATE_NS: u64 = 1_000_000;
+
 /// The quota changed since the caller read its rate: read it again.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Changed;
@@ -135,6 +141,14 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// lock for the few instructions that takes, as an insert does). Changes run one at a time;
     /// each also finishes converting the groups the one before left.
     ///
+    /// Every state after a change lies above every state before it (so no check still holding
+    /// an old state can act on a new one): a change to a shorter interval moves the table's
+    /// clock up by up to the old burst's duration (as if its fullest bucket were full: checks on
+    /// the old quota may still fill one while the table is converted). The clock has a century
+    /// of range, so that is nothing for changes seconds apart; a deep bucket whose quota changes
+    /// many times a second spends its range sooner (then it refuses, as any limiter past its
+    /// range does).
+    ///
     /// ```
     /// use leakgate::{KeyedLimiter, ManualClock, Quota};
     /// let keyed = KeyedLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
@@ -148,19 +162,36 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let _one_at_a_time = sync::lock(&self.changing);
         let (epoch, from) = self.rates.read();
         let now_ns = self.clock().now_ns();
+        let raw = quota.rate();
         // Every group into the epoch in force (a conversion is a no-op for one already there),
-        // and the highest state any slot holds.
-        let mut highest = 0u64;
+        // and how far the new quota's clock must move up so that every slot reopens above what
+        // it held: `held + 1 - level` at most, over the slots (see `Group::convert`).
+        let mut ahead = 0u64;
         self.table.for_each_group(|shard, group, side| {
             let _shard = sync::lock(&self.table.shards[shard]);
             Conversion::new(&self.rates, epoch, from, now_ns).convert(group, side);
-            highest = highest.max(group.highest_state(side));
+            ahead = ahead.max(group.reopen_floor(side, |tat| from.level_in(tat, &raw, now_ns)));
         });
-        let raw = quota.rate();
-        let to = raw.with_origin(highest.saturating_add(1).saturating_sub(raw.units_at(now_ns)));
         // Every lock, so that an insert runs wholly before or after the change (module docs).
         let _spill = sync::lock(&self.table.spill);
         let _shards: Vec<_> = self.table.shards.iter().map(|shard| sync::lock(shard)).collect();
+        // And the same for any bucket a meter could leave at any clock reading a check on the old
+        // quota may still have made (before this one, or a little after: `LATE_NS`), since such
+        // checks go on charging groups after the walk: between the empty bucket and the fullest,
+        // `state + 1 - level` is largest at one of the two (it moves with the state at one slope
+        // until the level reaches the new burst, then at another). For a shorter interval that
+        // is the fullest, which moves the clock up by up to the old burst's duration (see the
+        // docs of `set_quota`); bounding it by the states the walk saw instead left a busy key's
+        // bucket fuller than it was by as much, after every change under load.
+        let now_ns = self.clock().now_ns();
+        let late_ns = now_ns.saturating_add(LATE_NS);
+        let empty = from.units_at(late_ns);
+        let fullest = empty.saturating_add(from.scale().tau());
+        let fullest_floor =
+            fullest.saturating_add(1).saturating_sub(from.level_in(fullest, &raw, late_ns));
+        let late = fullest_floor.max(empty.saturating_add(1));
+        // The least origin that does it.
+        let to = raw.with_origin(ahead.max(late).saturating_sub(raw.units_at(now_ns)));
         self.table.forget_room_bound();
         self.rates.publish(to);
     }
