@@ -131,6 +131,7 @@ mod keyed;
 mod limiter;
 mod manual_clock;
 mod quota;
+mod quota_bytes;
 mod quota_parse;
 mod reserve;
 mod rules;
@@ -143,7 +144,7 @@ pub use keyed::{
 };
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
-pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
+pub use quota::{Quota, QuotaError, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND};
 pub use reserve::{Reservation, WaitPolicy};
 #[doc(hidden)]
 pub use rules::BenchCounters;
