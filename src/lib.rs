@@ -130,6 +130,7 @@ mod gcra;
 mod keyed;
 mod limiter;
 mod manual_clock;
+mod meter;
 mod quota;
 mod quota_bytes;
 mod quota_parse;
@@ -144,6 +145,7 @@ pub use keyed::{
 };
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
+pub use meter::{Color, KeyedSrTcm, KeyedTrTcm, MeterError, SrTcm, TrTcm};
 pub use quota::{Quota, QuotaError, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND};
 pub use reserve::{Reservation, WaitPolicy};
 #[doc(hidden)]
