@@ -101,7 +101,7 @@ pub(super) fn aware<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64, pr
 /// tick of CIR, and the excess bucket fills only with what overflows the committed one. The
 /// colours are the RFC's exactly (ticks at the multiples of `1 / CIR` from the clock's origin),
 /// each bucket is one GCRA word, and a packet takes exactly what its colour takes, never part of
-/// it, however many threads meter at once: see [the module docs](self) for how.
+/// it, however many threads meter at once (see [`docs::packets`](crate::docs::packets)).
 ///
 /// ```
 /// use leakgate::{Color, ManualClock, Quota, SrTcm};

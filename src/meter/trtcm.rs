@@ -56,7 +56,7 @@ pub(super) fn validate(peak: &Quota, committed: &Quota) -> Result<(Rate, Rate), 
 /// at each tick of their rate. The colours are the RFC's exactly (ticks at the multiples of
 /// `1 / PIR` and `1 / CIR` from the clock's origin), each bucket is one GCRA word, and a packet
 /// takes exactly what its colour takes (green both buckets, yellow the peak one, red neither),
-/// however many threads meter at once.
+/// however many threads meter at once (see [`docs::packets`](crate::docs::packets)).
 ///
 /// ```
 /// use leakgate::{Color, ManualClock, Quota, TrTcm};
