@@ -2,12 +2,13 @@
 //! stands still, so that every bucket must end holding exactly its size less what the packets of
 //! its colours took. A packet never leaves part of a charge behind, a yellow packet is never
 //! paid for by an excess bucket that could not pay (the srTCM's `C` is read with `Acquire`
-//! after each green's `Release` fence), and no bucket ever admits more than it holds.
+//! after each green's `Release` fence), and no bucket ever admits more than it holds. The keyed
+//! meters run the same race on one flow's words in their two keyed tables.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p leakgate-loom-tests --release --test meters`.
 #![cfg(loom)]
 
-use leakgate::{Color, ManualClock, Quota, SrTcm, TrTcm};
+use leakgate::{Color, KeyedSrTcm, KeyedTrTcm, ManualClock, Quota, SrTcm, TrTcm};
 use leakgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
@@ -98,4 +99,61 @@ fn trtcm_packets_take_exactly_their_colours_buckets() {
 #[test]
 fn trtcm_greens_racing_for_the_committed_bucket() {
     trtcm_model(4, 2, &[(2, Color::Green), (1, Color::Green), (1, Color::Green)]);
+}
+
+#[test]
+fn keyed_srtcm_a_flow_races_as_one_meter_does() {
+    // One flow of a keyed srTCM (its words in two keyed tables), after a first green of 1:
+    // Tc = 2, Te = 1. The same race as above: both go for green, C holds only one of them.
+    model(|| {
+        let meter =
+            KeyedSrTcm::<u64, _>::with_capacity_and_clock(bytes(3), 1, 64, ManualClock::new());
+        let meter = Arc::new(meter.unwrap());
+        assert_eq!(meter.color_blind(&1, 1), Color::Green);
+        let threads: Vec<_> = [2u64, 1]
+            .into_iter()
+            .map(|size| {
+                let meter = meter.clone();
+                thread::spawn(move || (size, meter.color_blind(&1, size)))
+            })
+            .collect();
+        let mut totals = [0; 3];
+        for t in threads {
+            let (size, colour) = t.join().unwrap();
+            totals[colour as usize] += size;
+        }
+        let [green, yellow, _] = totals;
+        assert!(green <= 2 && yellow <= 1, "{totals:?}");
+        assert_eq!(meter.tokens_at(&1, 0), (2 - green, 1 - yellow), "{totals:?}");
+    });
+}
+
+#[test]
+fn keyed_trtcm_a_flow_races_as_one_meter_does() {
+    // One flow of a keyed trTCM after a first green of 1: Tp = 3, Tc = 1.
+    model(|| {
+        let meter = KeyedTrTcm::<u64, _>::with_capacity_and_clock(
+            bytes(4),
+            bytes(2),
+            64,
+            ManualClock::new(),
+        );
+        let meter = Arc::new(meter.unwrap());
+        assert_eq!(meter.color_blind(&1, 1), Color::Green);
+        let threads: Vec<_> = [2u64, 1]
+            .into_iter()
+            .map(|size| {
+                let meter = meter.clone();
+                thread::spawn(move || (size, meter.color_blind(&1, size)))
+            })
+            .collect();
+        let mut totals = [0; 3];
+        for t in threads {
+            let (size, colour) = t.join().unwrap();
+            totals[colour as usize] += size;
+        }
+        let [green, yellow, _] = totals;
+        assert!(green <= 1 && green + yellow <= 3, "{totals:?}");
+        assert_eq!(meter.tokens_at(&1, 0), (3 - green - yellow, 1 - green), "{totals:?}");
+    });
 }
