@@ -254,8 +254,9 @@ pub mod packets {
     //!
     //! * **The RFCs' colours, exactly.** Each bucket is one GCRA word counted in whole ticks of
     //!   its rate, which is the RFCs' token bucket: it starts full and gains one token at each
-    //!   tick (at the multiples of `1 / rate` from the clock's origin; within 1 ns of a tick when
-    //!   that is not a whole number of nanoseconds). In the srTCM the excess bucket fills only
+    //!   tick (at the multiples of `1 / rate` from the clock's origin: tick `k` counts from the
+    //!   first nanosecond at or after `k / rate`), at every rate and every clock reading, with
+    //!   no rounding. In the srTCM the excess bucket fills only
     //!   with what overflows the committed one, as in the RFC: it is kept as the total of both
     //!   buckets, a bucket of CBS + EBS at CIR. Property tests check every colour and token
     //!   count against the RFCs' token buckets written from their text.

@@ -218,6 +218,35 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Slow rates whose interval is no whole number of nanoseconds, far along the clock: the
+    /// ticks still fall exactly where the RFCs' do (no rounding of the rate moves them).
+    #[test]
+    fn colours_are_the_rfcs_far_along_the_clock(
+        count in 1u64..10,
+        period in 1_000_000_000u64..4_000_000_000_000,
+        start in (1u64 << 60)..(1u64 << 62),
+        cbs in 1u64..20,
+        ebs in 0u64..20,
+        steps in proptest::collection::vec((0u64..3, 0u64..1000, 0u64..25), 1..60),
+    ) {
+        let cir = (count, period);
+        let sr = SrTcm::with_clock(bytes(cir, cbs), ebs, ManualClock::new()).unwrap();
+        let pir = (2 * count, period);
+        let tr = TrTcm::with_clock(bytes(pir, cbs + ebs), bytes(cir, cbs), ManualClock::new()).unwrap();
+        let (mut sr_ref, mut tr_ref) = (RefSrTcm::new(cir, cbs, ebs), RefTrTcm::new(pir, cbs + ebs, cir, cbs));
+        let mut t = start;
+        for (periods, thousandths, size) in steps {
+            // Whole periods and a fraction of one, so that readings fall near ticks too.
+            t += periods * period + period / 1000 * thousandths;
+            prop_assert_eq!(sr.color_blind_at(size, t), sr_ref.meter(t, size, Color::Green), "srTCM at {}", t);
+            prop_assert_eq!(sr.tokens_at(t), (sr_ref.tc, sr_ref.te));
+            prop_assert_eq!(tr.color_blind_at(size, t), tr_ref.meter(t, size, Color::Green), "trTCM at {}", t);
+            prop_assert_eq!(tr.tokens_at(t), (tr_ref.tp, tr_ref.tc));
+        }
+    }
+}
+
 #[test]
 fn the_excess_bucket_fills_only_with_what_overflows_the_committed_one() {
     // CIR 1 byte per microsecond, CBS 1000, EBS 500. Empty both, then watch the refill.

@@ -21,6 +21,7 @@
 //!   tables' overflow policy is `Deny`): with no room for `A` it is red; with no room for `C` it
 //!   cannot be green, and is yellow only if `E` pays.
 
+use super::keyed_slots::{state, table_ns};
 use super::srtcm::{self, SrWords};
 use super::words::SrRates;
 use super::{Color, MeterError};
@@ -174,7 +175,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
             return Color::Red;
         }
         let hashes = (self.committed.touch_key(key), self.total.touch_key(key));
-        let now = self.rates.committed.units_at(now_ns);
+        let now = self.rates.ticks.at(now_ns);
         let flow = Flow { meter: self, key, hashes, now, now_ns };
         srtcm::aware(&flow, &self.rates, now, bytes, pre)
     }
@@ -197,7 +198,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
         let hashes = (self.committed.touch_key(key), self.total.touch_key(key));
-        let now = self.rates.committed.units_at(now_ns);
+        let now = self.rates.ticks.at(now_ns);
         let flow = Flow { meter: self, key, hashes, now, now_ns };
         let c = flow.committed().max(now);
         let a = state(&self.total, key, hashes.1, now).max(now);
@@ -227,25 +228,6 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
     /// ```
     pub fn clock(&self) -> &C {
         &self.clock
-    }
-}
-
-/// The state of `key`'s bucket in `table` at `now` (ticks): its word's value, or `now` if the
-/// table does not hold the key or is forgetting it (an idle bucket is a full one).
-pub(super) fn state<K, C, Q>(table: &KeyedLimiter<K, C>, key: &Q, hash: u64, now: u64) -> u64
-where
-    K: Hash + Eq + Clone + Borrow<Q>,
-    C: Clock,
-    Q: Eq + ?Sized,
-{
-    loop {
-        let Some(found) = table.table().find(key, hash) else { return now };
-        match Word::load(&found) {
-            Ok(tat) => return tat,
-            Err(_) if found.is_sealed() => return now,
-            // Another key took a slot of the group: look again.
-            Err(_) => {}
-        }
     }
 }
 
@@ -325,7 +307,8 @@ where
             }
             // The table does not hold the flow's `A` (or is forgetting it): give it a slot,
             // starting no emptier than the table's idle mark; no room, no yellow.
-            if self.meter.total.settle(self.key, self.now_ns, &|| 0).is_none() {
+            let ns = table_ns(self.meter.total.rate(), self.now, self.now_ns);
+            if self.meter.total.settle(self.key, ns, &|| 0).is_none() {
                 return false;
             }
         }
@@ -333,7 +316,8 @@ where
 
     fn give_back(&self, at: Option<Charged>, after: u64, n: u64) {
         if let Some(at) = at {
-            self.meter.total.give_back(self.key, at, after, n, self.now_ns);
+            let ns = table_ns(self.meter.total.rate(), self.now, self.now_ns);
+            self.meter.total.give_back(self.key, at, after, n, ns);
         }
     }
 }

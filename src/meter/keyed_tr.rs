@@ -7,6 +7,7 @@
 //! (no room for `P`: red; no room for `C`: at best yellow).
 
 use super::trtcm::{decide, validate};
+use super::words::Ticks;
 use super::{Color, MeterError};
 use crate::clock::{Clock, TscClock};
 use crate::keyed::{Ask, KeyedLimiter, DEFAULT_CAPACITY};
@@ -33,6 +34,8 @@ pub struct KeyedTrTcm<K, C: Clock = TscClock> {
     /// Every flow's `P`, and every flow's `C`.
     peak: KeyedLimiter<K, Arc<C>>,
     committed: KeyedLimiter<K, Arc<C>>,
+    /// The clock in ticks of PIR and of CIR.
+    ticks: [Ticks; 2],
     clock: Arc<C>,
 }
 
@@ -74,6 +77,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
         Ok(KeyedTrTcm {
             peak: table(peak, peak_rate),
             committed: table(committed, committed_rate),
+            ticks: [Ticks::new(&peak), Ticks::new(&committed)],
             clock,
         })
     }
@@ -158,13 +162,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
             return pre;
         }
         let hashes = (self.peak.touch_key(key), self.committed.touch_key(key));
-        let take = |table: &KeyedLimiter<K, Arc<C>>, hash| {
-            let now = table.rate().units_at(now_ns);
+        let take = |table: &KeyedLimiter<K, Arc<C>>, ticks: &Ticks, hash| {
+            let now = ticks.at(now_ns);
             let ask =
                 Ask { now, now_ns, n: bytes, max_wait: 0, shared_overflow: false, start: &|| 0 };
             table.take_hashed(key, hash, ask).is_ok()
         };
-        decide(pre, bytes, || take(&self.peak, hashes.0), || take(&self.committed, hashes.1))
+        decide(
+            pre,
+            bytes,
+            || take(&self.peak, &self.ticks[0], hashes.0),
+            || take(&self.committed, &self.ticks[1], hashes.1),
+        )
     }
 
     /// Flow `key`'s token counts `(Tp, Tc)` at `now_ns` (a flow the meter does not track holds
@@ -184,12 +193,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let tokens = |table: &KeyedLimiter<K, Arc<C>>| {
-            let now = table.rate().units_at(now_ns);
-            let tat = super::keyed_sr::state(table, key, table.touch_key(key), now);
+        let tokens = |table: &KeyedLimiter<K, Arc<C>>, ticks: &Ticks| {
+            let now = ticks.at(now_ns);
+            let tat = super::keyed_slots::state(table, key, table.touch_key(key), now);
             table.quota().burst().saturating_sub(tat.saturating_sub(now))
         };
-        (tokens(&self.peak), tokens(&self.committed))
+        (tokens(&self.peak, &self.ticks[0]), tokens(&self.committed, &self.ticks[1]))
     }
 
     /// The most flows tracked at once (each of the two tables' slots).

@@ -6,12 +6,12 @@
 //! **Every bucket is one GCRA word, in ticks.** The RFCs describe token buckets that start full
 //! and gain one token (byte) at each tick of their rate, up to their size. A GCRA word counted in
 //! whole emission intervals (`Rate::in_intervals`: one unit is `T = 1 / rate`, and a clock
-//! reading `t` counts the ticks `floor(t / T)` since the clock's origin) *is* such a bucket: it
-//! holds `burst - max(TAT - t, 0)` tokens, a new word (`TAT = 0`) is full, a packet of `B`
-//! conforms iff that is at least `B`, and taking it moves `TAT` to `max(TAT, t) + B`. So the
-//! meters give exactly the RFCs' colours for ticks at the multiples of `T` (a tick counts from
-//! the instant it falls on), within 1 ns of a tick when `T` is not a whole number of
-//! nanoseconds, as every quota (the crate's exactness rule).
+//! reading `t` counts the ticks `floor(t / T)` since the clock's origin, exactly: `Ticks`) *is*
+//! such a bucket: it holds `burst - max(TAT - t, 0)` tokens, a new word (`TAT = 0`) is full, a
+//! packet of `B` conforms iff that is at least `B`, and taking it moves `TAT` to
+//! `max(TAT, t) + B`. So the meters give exactly the RFCs' colours for ticks at the multiples
+//! of `T` (tick `k` counts from the first nanosecond at or after `k * T`), at every rate and
+//! every clock reading.
 //!
 //! **srTCM: the excess bucket as the total.** In RFC 2697 each tick goes to `C` if `C` is not
 //! full, else to `E` if `E` is not full: `E` fills only with what overflows `C`. That is not a
@@ -68,6 +68,7 @@
 //! to give a charge back: the bound that keeps a give-back safe needs a time no earlier than
 //! any other packet's, so caller times must come from the meter's clock (`meter.clock()`).
 
+mod keyed_slots;
 mod keyed_sr;
 mod keyed_tr;
 mod srtcm;

@@ -194,7 +194,7 @@ impl<C: Clock> SrTcm<C> {
     /// ```
     #[inline]
     pub fn color_blind_at(&self, bytes: u64, now_ns: u64) -> Color {
-        let now = self.rates.committed.units_at(now_ns);
+        let now = self.rates.ticks.at(now_ns);
         blind(&At { meter: self, now }, &self.rates, now, bytes)
     }
 
@@ -226,7 +226,7 @@ impl<C: Clock> SrTcm<C> {
     /// ```
     #[inline]
     pub fn color_aware_at(&self, bytes: u64, pre: Color, now_ns: u64) -> Color {
-        let now = self.rates.committed.units_at(now_ns);
+        let now = self.rates.ticks.at(now_ns);
         aware(&At { meter: self, now }, &self.rates, now, bytes, pre)
     }
 
@@ -243,7 +243,7 @@ impl<C: Clock> SrTcm<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn tokens_at(&self, now_ns: u64) -> (u64, u64) {
-        let now = self.rates.committed.units_at(now_ns);
+        let now = self.rates.ticks.at(now_ns);
         let at = At { meter: self, now };
         let (c, a) = (at.committed().max(now), at.total().max(now));
         (
@@ -329,9 +329,10 @@ impl<C: Clock> SrWords for At<'_, C> {
     }
 
     fn give_back(&self, _: (), after: u64, n: u64) {
-        let (rate, clock, now) = (&self.meter.rates.total, &self.meter.clock, self.now);
+        let (rates, clock, now) = (&self.meter.rates, &self.meter.clock, self.now);
+        let rate = &rates.total;
         // The clock is read after the value to be lowered was seen: see `bucket::give_back`.
-        let later = || now.max(rate.units_at(clock.now_ns()));
+        let later = || now.max(rates.ticks.at(clock.now_ns()));
         let Ok(_) = bucket::give_back(&self.meter.words.total, after, rate.cost(n), now, later);
     }
 }

@@ -1,7 +1,7 @@
 //! [`TrTcm`]: RFC 2698's two-rate three-colour marker on two GCRA words, and the decision both
 //! it and [`KeyedTrTcm`](super::KeyedTrTcm) make.
 
-use super::words::{ticks, MeterWord};
+use super::words::{ticks, MeterWord, Ticks};
 use super::{Color, MeterError};
 use crate::bucket;
 use crate::clock::{Clock, TscClock};
@@ -81,6 +81,8 @@ pub struct TrTcm<C: Clock = TscClock> {
     words: CachePadded<[MeterWord; 2]>,
     peak_rate: Rate,
     committed_rate: Rate,
+    /// The clock in ticks of PIR and of CIR.
+    ticks: [Ticks; 2],
     peak: Quota,
     committed: Quota,
     clock: C,
@@ -113,7 +115,8 @@ impl<C: Clock> TrTcm<C> {
     pub fn with_clock(peak: Quota, committed: Quota, clock: C) -> Result<Self, MeterError> {
         let (peak_rate, committed_rate) = validate(&peak, &committed)?;
         let words = CachePadded::default();
-        Ok(TrTcm { words, peak_rate, committed_rate, peak, committed, clock })
+        let ticks = [Ticks::new(&peak), Ticks::new(&committed)];
+        Ok(TrTcm { words, peak_rate, committed_rate, ticks, peak, committed, clock })
     }
 
     /// The colour of a packet of `bytes` (the quota's units), metered now, colour-blind, taking
@@ -176,11 +179,17 @@ impl<C: Clock> TrTcm<C> {
     #[inline]
     pub fn color_aware_at(&self, bytes: u64, pre: Color, now_ns: u64) -> Color {
         let [p, c] = &*self.words;
-        let take = |word: &MeterWord, rate: &Rate| {
-            let Ok(taken) = bucket::take(word, rate, rate.units_at(now_ns), bytes, 0);
+        let take = |word: &MeterWord, rate: &Rate, ticks: &Ticks| {
+            let Ok(taken) = bucket::take(word, rate, ticks.at(now_ns), bytes, 0);
             taken.is_ok()
         };
-        decide(pre, bytes, || take(p, &self.peak_rate), || take(c, &self.committed_rate))
+        let [peak, committed] = &self.ticks;
+        decide(
+            pre,
+            bytes,
+            || take(p, &self.peak_rate, peak),
+            || take(c, &self.committed_rate, committed),
+        )
     }
 
     /// The RFC's token counts `(Tp, Tc)` at `now_ns`: what the peak and committed buckets hold.
@@ -193,15 +202,15 @@ impl<C: Clock> TrTcm<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn tokens_at(&self, now_ns: u64) -> (u64, u64) {
-        let tokens = |word: &MeterWord, rate: &Rate, burst: u64| {
-            let now = rate.units_at(now_ns);
+        let tokens = |word: &MeterWord, ticks: &Ticks, burst: u64| {
+            let now = ticks.at(now_ns);
             let Ok(tat) = bucket::Word::load(word);
             burst.saturating_sub(tat.saturating_sub(now))
         };
         let [p, c] = &*self.words;
         (
-            tokens(p, &self.peak_rate, self.peak.burst()),
-            tokens(c, &self.committed_rate, self.committed.burst()),
+            tokens(p, &self.ticks[0], self.peak.burst()),
+            tokens(c, &self.ticks[1], self.committed.burst()),
         )
     }
 

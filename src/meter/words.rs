@@ -14,10 +14,54 @@ pub(super) fn ticks(quota: &Quota, burst: u64) -> Result<Rate, MeterError> {
         .ok_or(MeterError::Quota(QuotaError::BurstTooLarge))
 }
 
+/// A clock reading in ticks of a quota's rate, exactly: `floor(ns * count / period)` for every
+/// `ns`, so that tick `k` counts from the first nanosecond at or after `k * T`.
+///
+/// `Rate::units_at` keeps `count / period` to 64 fractional bits, which is within 1 ns of every
+/// boundary when a unit is a fraction of a nanosecond (a limiter's); a tick is a whole `T`, and
+/// the same rounding would move a tick of a slow rate by up to `ns * T / 2^64` nanoseconds. Here
+/// the fraction has 128 bits, rounded up: `ns * count / period + ns * e / 2^128` with `e < 1`,
+/// whose second term stays below `1 / period` (as `ns * period < 2^128`), so it never carries
+/// past an integer, and a reading that is an exact multiple of `T` converts exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ticks {
+    /// Ticks per nanosecond: integer part, then the fraction's high and low 64 bits.
+    int: u64,
+    high: u64,
+    low: u64,
+}
+
+impl Ticks {
+    /// The ticks of `quota`'s rate (`count` per `period`).
+    pub(crate) fn new(quota: &Quota) -> Ticks {
+        let (count, period) = (u128::from(quota.count()), u128::from(quota.period_ns()));
+        // rem < period < 2^64, so both shifts fit u128, and the rounded-up low word stays below
+        // 2^64: r1 <= period - 1 makes (r1 << 64) / period at most 2^64 - 2^64 / period.
+        let rem = count % period;
+        let (high, r1) = ((rem << 64) / period, (rem << 64) % period);
+        let low = (r1 << 64).div_ceil(period);
+        Ticks { int: (count / period) as u64, high: high as u64, low: low as u64 }
+    }
+
+    /// The ticks fallen by `ns`, saturating at `u64::MAX`.
+    #[inline]
+    pub(crate) fn at(&self, ns: u64) -> u64 {
+        let t = u128::from(ns);
+        if self.high == 0 && self.low == 0 {
+            return ns.saturating_mul(self.int);
+        }
+        let fraction = (t * u128::from(self.high)).checked_add((t * u128::from(self.low)) >> 64);
+        let ticks = fraction.map(|f| (f >> 64) + t * u128::from(self.int));
+        ticks.and_then(|ticks| u64::try_from(ticks).ok()).unwrap_or(u64::MAX)
+    }
+}
+
 /// The three rates of an srTCM, all in ticks of CIR (the same units, so one clock reading serves
 /// all three): its two words' and the excess bucket's.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct SrRates {
+    /// The clock in ticks of CIR.
+    pub(super) ticks: Ticks,
     /// `C`: CBS.
     pub(super) committed: Rate,
     /// `A`, the total `Tc + Te`: CBS + EBS.
@@ -33,6 +77,7 @@ impl SrRates {
         let total_burst = committed.burst().checked_add(ebs).ok_or(QuotaError::BurstTooLarge)?;
         let total = committed.with_burst(total_burst)?;
         let rates = SrRates {
+            ticks: Ticks::new(&committed),
             committed: ticks(&committed, committed.burst())?,
             total: ticks(&total, total_burst)?,
             excess: ticks(&committed, ebs)?,
@@ -98,6 +143,41 @@ impl Word for MeterWord {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    fn exact(ns: u64, count: u64, period: u64) -> u64 {
+        u64::try_from(u128::from(ns) * u128::from(count) / u128::from(period)).unwrap_or(u64::MAX)
+    }
+
+    #[test]
+    fn ticks_are_exact_where_64_fraction_bits_are_not() {
+        // 7 bytes per hour and 13 ns: one tick every 514,285,714,287.57 ns. Rounding the rate to
+        // 64 bits would count ticks early far along the clock.
+        let quota = Quota::bytes(7, Duration::from_nanos(3_600_000_000_013), 7).unwrap();
+        let ticks = Ticks::new(&quota);
+        for k in [1u64, 2, 1_000_000, 35_000_000] {
+            let boundary = (u128::from(k) * 3_600_000_000_013).div_ceil(7) as u64;
+            assert_eq!(ticks.at(boundary - 1), k - 1, "tick {k}");
+            assert_eq!(ticks.at(boundary), k, "tick {k}");
+        }
+        assert_eq!(ticks.at(u64::MAX), exact(u64::MAX, 7, 3_600_000_000_013));
+        // Whole ticks per ns, and the saturation past the range.
+        let fast = Ticks::new(&Quota::bytes_per_second(50_000_000_000).unwrap());
+        assert_eq!((fast.at(3), fast.at(u64::MAX)), (150, u64::MAX));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ticks_are_floor_of_ns_times_rate(
+            ns in proptest::prelude::any::<u64>(),
+            count in 1u64..1_000_000_000_000,
+            period in 1u64..u64::MAX,
+        ) {
+            proptest::prop_assume!(u128::from(count) * 1_000_000_000 <= 100_000_000_000 * u128::from(period));
+            let quota = Quota::new(count, Duration::from_nanos(period), 1).unwrap();
+            proptest::prop_assert_eq!(Ticks::new(&quota).at(ns), exact(ns, count, period));
+        }
+    }
 
     #[test]
     fn the_three_rates_share_one_tick() {
@@ -105,9 +185,7 @@ mod tests {
         let (rates, total) = SrRates::new(committed, 3000).unwrap();
         assert_eq!(total.burst(), 4500);
         for ns in [0, 999_999, 1_000_000, 7_777_777_777] {
-            let t = rates.committed.units_at(ns);
-            assert_eq!(t, ns / 1_000_000, "one tick a millisecond");
-            assert_eq!((rates.total.units_at(ns), rates.excess.units_at(ns)), (t, t));
+            assert_eq!(rates.ticks.at(ns), ns / 1_000_000, "one tick a millisecond");
         }
         assert_eq!(rates.committed.scale().tau(), 1500);
         assert_eq!(rates.excess.scale().tau(), 3000);
