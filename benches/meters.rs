@@ -9,11 +9,12 @@
 //! contender instead (each a 200 ms slice, all contenders in turn in every round) and prints the
 //! median ns per packet and leakgate's ratio to the mutex meter.
 //!
-//! Measured (5 rounds, 2-core Xeon VM shared with other builds, load 3-7; ns per packet, wall
-//! time over all threads): one thread with caller time, srTCM green 19.7 (mutex 20.3), red 3.8
-//! (19.6); trTCM green 14.5 (17.1), red 4.8 (18.6). Two threads with caller time: srTCM green
-//! 20.8 (20.3), red 2.8 (20.8); trTCM green 17.9 (21.1), red 5.1 (24.1). A green srTCM packet is
-//! two CASes, as the mutex's lock and unlock are two atomic operations; a red one only reads.
+//! Measured (two runs of 5 rounds, 2-core Xeon VM shared with other builds, load 3-7; ns per
+//! packet, wall time over all threads, caller time; leakgate vs mutex): srTCM green 17.0-19.7
+//! vs 15.9-20.3 on one thread, 16.5-20.8 vs 16.8-20.3 on two; srTCM red 3.8-4.6 vs 16.1-19.6
+//! and 2.8-4.6 vs 20.4-20.8; trTCM green 14.1-14.5 vs 17.1-17.6 and 17.9-21.9 vs 15.7-21.1;
+//! trTCM red 4.8-5.0 vs 15.7-18.6 and 4.6-5.1 vs 15.7-24.1. A green srTCM packet is two CASes,
+//! as the mutex's lock and unlock are two atomic operations; a red one only reads.
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use leakgate::{Clock, Color, Quota, SrTcm, TrTcm, TscClock};
