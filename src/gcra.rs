@@ -89,6 +89,17 @@ impl Rate {
             .find_map(|k| Rate::with_fineness(count, period_ns, burst, k))
     }
 
+    /// Compiles the quota in units of whole emission intervals (`S = 1`: one unit is `T`, and a
+    /// clock reading counts the intervals begun since the origin, rounded down), or `None` when
+    /// the bucket does not fit beside the promised clock range. A bucket in these units is a
+    /// token bucket that gains one whole unit at each multiple of `T`: the colour meters'
+    /// (`crate::meter`). `burst` may be 0 here (a bucket that holds nothing).
+    pub(crate) fn in_intervals(count: u64, period_ns: u64, burst: u64) -> Option<Rate> {
+        // k = 0: `S = max(1, ceil(0 * T)) = 1`. Intervals are at least as long as the units of
+        // `Rate::new`, so this fits wherever that does.
+        Rate::with_fineness(count, period_ns, burst, 0)
+    }
+
     /// The rate at units of `T / max(1, ceil(k * T))`, if its bucket fits the clock range.
     fn with_fineness(count: u64, period_ns: u64, burst: u64, k: u128) -> Option<Rate> {
         let (count_w, period) = (u128::from(count), u128::from(period_ns));

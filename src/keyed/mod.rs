@@ -203,6 +203,16 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         }
     }
 
+    /// A table holding `capacity` keys (as [`with_capacity_and_clock`]) whose buckets follow
+    /// `rate`: `quota` compiled in other units, with the same burst (the colour meters count in
+    /// whole intervals, `Rate::in_intervals`).
+    ///
+    /// [`with_capacity_and_clock`]: KeyedLimiter::with_capacity_and_clock
+    pub(crate) fn with_rate(quota: Quota, rate: Rate, capacity: usize, clock: C) -> Self {
+        let (shards, slots_per_shard) = capacity::layout(capacity);
+        KeyedLimiter { rate, ..Self::with_layout(quota, shards, slots_per_shard, clock) }
+    }
+
     /// This limiter with overflow policy `policy` (the default is [`OverflowPolicy::Deny`]); its
     /// counts start again from zero.
     ///
