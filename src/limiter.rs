@@ -66,7 +66,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Self {
         let state = CachePadded::new(LimiterState::new());
-        Limiter { state, rates: RateCell::new(quota.rate()), changing: Mutex::new(()), clock }
+        Limiter { state, rates: RateCell::new(quota), changing: Mutex::new(()), clock }
     }
 
     /// Checks one unit: `check_n(1)`.
@@ -169,12 +169,6 @@ impl<C: Clock> Limiter<C> {
         bucket::undo(&self.state.word(&self.rates, epoch), after, cost)
     }
 
-    /// The rate in force.
-    #[inline]
-    pub(crate) fn rate(&self) -> Rate {
-        self.rates.read().1
-    }
-
     /// Puts `quota` in force, at once and without a restart: the bucket keeps its level (units in
     /// the bucket, `(TAT - now) / T` in the old quota) as the level of the new one, capped at its
     /// burst and rounded up to its units, as [`RuleLimiter::reload`](crate::RuleLimiter::reload)
@@ -206,7 +200,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     pub fn set_quota(&self, quota: Quota) {
         let _one_at_a_time = sync::lock(&self.changing);
-        self.state.change(&self.rates, quota.rate(), self.clock.now_ns());
+        self.state.change(&self.rates, quota, self.clock.now_ns());
     }
 
     /// The quota this limiter enforces.
@@ -218,7 +212,7 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        Quota::of_rate(&self.rate())
+        self.rates.quota()
     }
 
     /// The clock this limiter reads.

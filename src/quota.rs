@@ -331,10 +331,10 @@ impl Quota {
         self.period_ns
     }
 
-    /// The quota `rate` was compiled from.
-    pub(crate) fn of_rate(rate: &Rate) -> Quota {
+    /// The quota `rate` was compiled from, in bytes if `bytes`.
+    pub(crate) fn of_rate(rate: &Rate, bytes: bool) -> Quota {
         let (count, period_ns, burst) = rate.quota_parts();
-        Quota { count, period_ns, burst }
+        Quota { count, period_ns, burst, bytes }
     }
 
     /// The quota compiled into fixed-point units; every validated quota compiles.

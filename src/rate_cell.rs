@@ -19,22 +19,34 @@
 //! compiler may not drop) made a denial 15% slower (`leakgate bench`, one limiter, 2-core Xeon).
 
 use crate::gcra::Rate;
+use crate::quota::Quota;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// A rate readable without a lock, replaceable by one writer at a time.
 pub(crate) struct RateCell {
     /// Changes so far; slot `epoch % 2` holds the rate in force once it is 1 or more.
     epoch: AtomicU64,
-    /// The rate of epoch 0.
+    /// The rate of epoch 0, and its quota.
     first: Rate,
-    slots: [[AtomicU64; 8]; 2],
+    first_quota: Quota,
+    /// A rate's words, then whether its quota is in bytes (for [`RateCell::quota`]).
+    slots: [[AtomicU64; WORDS]; 2],
 }
 
+/// Words of a slot: a rate's eight, and its quota's unit.
+const WORDS: usize = 9;
+
 impl RateCell {
-    pub(crate) fn new(rate: Rate) -> Self {
+    pub(crate) fn new(quota: Quota) -> Self {
+        RateCell::with_rate(quota, quota.rate())
+    }
+
+    /// A cell whose first rate is `rate`, compiled from `quota` (in other units, perhaps).
+    pub(crate) fn with_rate(quota: Quota, rate: Rate) -> Self {
         RateCell {
             epoch: AtomicU64::new(0),
             first: rate,
+            first_quota: quota,
             slots: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
@@ -42,11 +54,29 @@ impl RateCell {
     /// The rate in force and its epoch.
     #[inline(always)]
     pub(crate) fn read(&self) -> (u64, Rate) {
+        let (epoch, words) = self.read_words();
+        match words {
+            None => (epoch, self.first),
+            Some(words) => (epoch, Rate::from_words(rate_words(&words))),
+        }
+    }
+
+    /// The quota in force.
+    pub(crate) fn quota(&self) -> Quota {
+        match self.read_words().1 {
+            None => self.first_quota,
+            Some(words) => Quota::of_rate(&Rate::from_words(rate_words(&words)), words[8] == 1),
+        }
+    }
+
+    /// The epoch in force and its slot's words (`None` for epoch 0).
+    #[inline(always)]
+    fn read_words(&self) -> (u64, Option<[u64; WORDS]>) {
         loop {
             // Acquire: pairs with the writer's Release bump, so the slot it published is seen.
             let epoch = self.epoch.load(Ordering::Acquire);
             if epoch == 0 {
-                return (0, self.first);
+                return (0, None);
             }
             let slot = &self.slots[(epoch & 1) as usize];
             // Relaxed: validated below.
@@ -54,7 +84,7 @@ impl RateCell {
             // Acquire fence, then the epoch again: see the module docs.
             fence(Ordering::Acquire);
             if self.epoch.load(Ordering::Relaxed) == epoch {
-                return (epoch, Rate::from_words(words));
+                return (epoch, Some(words));
             }
         }
     }
@@ -100,15 +130,17 @@ impl RateCell {
         Some(Rate::from_words(std::array::from_fn(|i| slot[i].load(Ordering::Relaxed))))
     }
 
-    /// Puts `rate` in force; returns its epoch. One writer at a time (the caller's lock).
-    pub(crate) fn publish(&self, rate: Rate) -> u64 {
+    /// Puts `rate`, compiled from `quota`, in force; returns its epoch. One writer at a time
+    /// (the caller's lock).
+    pub(crate) fn publish(&self, rate: Rate, quota: Quota) -> u64 {
         // Relaxed: only writers change the epoch, and they are serialised.
         let next = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
         // Release: a reader that sees one of the words below also sees the bump before (the
         // slot's previous epoch is out of date for it).
         fence(Ordering::Release);
         let slot = &self.slots[(next & 1) as usize];
-        for (word, value) in slot.iter().zip(rate.to_words()) {
+        let words = rate.to_words().into_iter().chain([u64::from(quota.is_bytes())]);
+        for (word, value) in slot.iter().zip(words) {
             // Relaxed: published by the Release bump below.
             word.store(value, Ordering::Relaxed);
         }
@@ -118,19 +150,24 @@ impl RateCell {
     }
 }
 
+/// The rate's eight words of a slot's.
+fn rate_words(words: &[u64; WORDS]) -> [u64; 8] {
+    std::array::from_fn(|i| words[i])
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn a_published_rate_is_read_back_with_its_epoch() {
-        let first = Rate::new(10, 1_000_000_000, 5).unwrap();
-        let cell = RateCell::new(first);
-        assert_eq!(cell.read(), (0, first));
-        let second = Rate::new(3, 1_000_000_000, 1).unwrap().with_origin(77);
-        assert_eq!(cell.publish(second), 1);
-        assert_eq!(cell.read(), (1, second));
-        assert_eq!(cell.publish(first), 2);
-        assert_eq!(cell.read(), (2, first));
+        let (q1, q2): (Quota, Quota) = ("10/s burst 5".parse().unwrap(), "3 kB/s".parse().unwrap());
+        let (first, second) = (q1.rate(), q2.rate().with_origin(77));
+        let cell = RateCell::new(q1);
+        assert_eq!((cell.read(), cell.quota()), ((0, first), q1));
+        assert_eq!(cell.publish(second, q2), 1);
+        assert_eq!((cell.read(), cell.quota()), ((1, second), q2));
+        assert_eq!(cell.publish(first, q1), 2);
+        assert_eq!((cell.read(), cell.quota()), ((2, first), q1));
     }
 }

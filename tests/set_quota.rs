@@ -234,3 +234,15 @@ fn many_changes_of_a_deep_full_bucket_keep_the_clock_range() {
     assert_eq!(lim.peek(), 3, "a unit a second, as before the changes");
     assert_eq!(keyed.peek(&9), 3);
 }
+
+#[test]
+fn a_byte_quota_set_is_read_back_in_bytes() {
+    let lim = Limiter::with_clock(q("1000/s"), ManualClock::new());
+    let keyed = KeyedLimiter::<u64, _>::with_clock(q("1000/s"), ManualClock::new());
+    let bytes = q("10 MB/s burst 64 KiB");
+    lim.set_quota(bytes);
+    keyed.set_quota(bytes);
+    assert_eq!((lim.quota(), keyed.quota()), (bytes, bytes));
+    assert_eq!(lim.quota().to_string(), bytes.to_string());
+    assert_eq!(lim.check_n(1500).unwrap().remaining(), 64 * 1024 - 1500);
+}

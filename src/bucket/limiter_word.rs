@@ -32,7 +32,7 @@
 //! plain loads and a compare per decision.
 
 use super::Word;
-use crate::gcra::Rate;
+use crate::quota::Quota;
 use crate::rate_cell::RateCell;
 use crate::sync::{self, fence, AtomicU64, Ordering};
 
@@ -61,7 +61,8 @@ impl LimiterState {
 
     /// Converts the state to `new` (a rate without origin) as of `now_ns`, and puts the new rate
     /// in force in `rates` (steps 1 to 4). The caller serialises changes.
-    pub(crate) fn change(&self, rates: &RateCell, new: Rate, now_ns: u64) {
+    pub(crate) fn change(&self, rates: &RateCell, quota: Quota, now_ns: u64) {
+        let new = quota.rate();
         // AcqRel: the gate's handshake (module docs).
         self.gate.fetch_or(CHANGING, Ordering::AcqRel);
         // Acquire: the adds of adders that left are before the seal.
@@ -83,7 +84,7 @@ impl LimiterState {
         // clock moves up only by what it takes (often nothing), so changes spend no clock range.
         let natural = new.units_at(now_ns).saturating_add(level);
         let new = new.with_origin(floor.saturating_sub(natural));
-        rates.publish(new);
+        rates.publish(new, quota);
         let reopen = new.units_at(now_ns).saturating_add(level).min(SEALED - 1);
         // Release: a check that reads the new state sees the new epoch (and rate).
         self.tat.store(reopen, Ordering::Release);

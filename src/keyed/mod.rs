@@ -196,7 +196,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     pub fn with_layout(quota: Quota, shards: usize, slots_per_shard: usize, clock: C) -> Self {
         KeyedLimiter {
             table: Table::new(shards, slots_per_shard),
-            rates: RateCell::new(quota.rate()),
+            rates: RateCell::new(quota),
             changing: Mutex::new(()),
             clock,
             overflow: Overflow::new(OverflowPolicy::Deny),
@@ -210,7 +210,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// [`with_capacity_and_clock`]: KeyedLimiter::with_capacity_and_clock
     pub(crate) fn with_rate(quota: Quota, rate: Rate, capacity: usize, clock: C) -> Self {
         let (shards, slots_per_shard) = capacity::layout(capacity);
-        KeyedLimiter { rate, ..Self::with_layout(quota, shards, slots_per_shard, clock) }
+        let rates = RateCell::with_rate(quota, rate);
+        KeyedLimiter { rates, ..Self::with_layout(quota, shards, slots_per_shard, clock) }
     }
 
     /// This limiter with overflow policy `policy` (the default is [`OverflowPolicy::Deny`]); its
@@ -290,7 +291,7 @@ impl<K, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        Quota::of_rate(&self.rates.read().1)
+        self.rates.quota()
     }
 
     /// The compiled rate every key's bucket follows.

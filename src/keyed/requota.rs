@@ -193,6 +193,6 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         // The least origin that does it.
         let to = raw.with_origin(ahead.max(late).saturating_sub(raw.units_at(now_ns)));
         self.table.forget_room_bound();
-        self.rates.publish(to);
+        self.rates.publish(to, quota);
     }
 }

@@ -28,7 +28,7 @@ use super::{Color, MeterError};
 use crate::bucket::{self, Word};
 use crate::clock::{Clock, TscClock};
 use crate::gcra::Rate;
-use crate::keyed::{Ask, Charged, KeyedLimiter, DEFAULT_CAPACITY};
+use crate::keyed::{Ask, Charged, FirstState, KeyedLimiter, DEFAULT_CAPACITY};
 use crate::quota::Quota;
 use std::borrow::Borrow;
 use std::fmt;
@@ -247,9 +247,12 @@ where
     C: Clock,
     Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
 {
-    fn ask(&self, n: u64) -> Ask<'_> {
-        let (now, now_ns) = (self.now, self.now_ns);
-        Ask { now, now_ns, n, max_wait: 0, shared_overflow: false, start: &|| 0 }
+    /// A request of `n` of `table`'s bucket for the flow (the meters' tables never change
+    /// quota: epoch 0, their first rate).
+    fn ask<'t>(&self, table: &'t KeyedLimiter<K, Arc<C>>, n: u64) -> Ask<'t> {
+        let (now, now_ns, rate) = (self.now, self.now_ns, table.rate());
+        let start = &|| FirstState::EMPTY;
+        Ask { now, now_ns, n, max_wait: 0, shared_overflow: false, start, epoch: 0, rate }
     }
 
     /// The yellow step on the slot of `A` the table holds for the flow (see `take_excess`):
@@ -289,12 +292,19 @@ where
     }
 
     fn take_total(&self, n: u64) -> Option<(u64, Option<Charged>)> {
-        let taken = self.meter.total.take_hashed(self.key, self.hashes.1, self.ask(n)).ok()?;
+        let taken = self
+            .meter
+            .total
+            .take_hashed(self.key, self.hashes.1, self.ask(&self.meter.total, n))
+            .ok()?;
         Some((taken.state, Charged::of(&taken, n)))
     }
 
     fn take_committed(&self, n: u64) -> bool {
-        self.meter.committed.take_hashed(self.key, self.hashes.0, self.ask(n)).is_ok()
+        self.meter
+            .committed
+            .take_hashed(self.key, self.hashes.0, self.ask(&self.meter.committed, n))
+            .is_ok()
     }
 
     fn take_excess(&self, n: u64, now_e: u64) -> bool {
@@ -308,7 +318,7 @@ where
             // The table does not hold the flow's `A` (or is forgetting it): give it a slot,
             // starting no emptier than the table's idle mark; no room, no yellow.
             let ns = table_ns(self.meter.total.rate(), self.now, self.now_ns);
-            if self.meter.total.settle(self.key, ns, &|| 0).is_none() {
+            if self.meter.total.settle(self.key, ns, &|| FirstState::EMPTY).is_none() {
                 return false;
             }
         }

@@ -10,7 +10,7 @@ use super::trtcm::{decide, validate};
 use super::words::Ticks;
 use super::{Color, MeterError};
 use crate::clock::{Clock, TscClock};
-use crate::keyed::{Ask, KeyedLimiter, DEFAULT_CAPACITY};
+use crate::keyed::{Ask, FirstState, KeyedLimiter, DEFAULT_CAPACITY};
 use crate::quota::Quota;
 use std::borrow::Borrow;
 use std::fmt;
@@ -164,8 +164,18 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
         let hashes = (self.peak.touch_key(key), self.committed.touch_key(key));
         let take = |table: &KeyedLimiter<K, Arc<C>>, ticks: &Ticks, hash| {
             let now = ticks.at(now_ns);
-            let ask =
-                Ask { now, now_ns, n: bytes, max_wait: 0, shared_overflow: false, start: &|| 0 };
+            // The meters' tables never change quota: epoch 0, their first rate.
+            let (start, rate) = (&|| FirstState::EMPTY, table.rate());
+            let ask = Ask {
+                now,
+                now_ns,
+                n: bytes,
+                max_wait: 0,
+                shared_overflow: false,
+                start,
+                epoch: 0,
+                rate,
+            };
             table.take_hashed(key, hash, ask).is_ok()
         };
         decide(
