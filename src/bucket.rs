@@ -88,11 +88,13 @@
 //! write could land in a word that has changed owner.
 
 mod give_back;
+mod limiter_word;
 mod seal;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 pub(crate) use give_back::{give_back, Back};
+pub(crate) use limiter_word::{Changed, LimiterState, SEALED};
 pub(crate) use seal::{add_level, seal_moved};
 
 use crate::gcra::{Rate, Refusal};
@@ -192,7 +194,7 @@ const UNDO_TRIES: u32 = if LOOM { 2 } else { 64 };
 ///
 /// The common cases stay inline and short (a denial is a load and a compare; an uncontended
 /// admission adds one CAS); everything after a lost CAS is out of line.
-#[inline]
+#[inline(always)]
 pub(crate) fn take<W: Word>(
     word: &W,
     rate: &Rate,
@@ -200,7 +202,19 @@ pub(crate) fn take<W: Word>(
     n: u64,
     max_wait: u64,
 ) -> Result<Result<u64, Refused>, W::Gone> {
-    let tat = word.load()?;
+    take_seen(word, rate, now, n, max_wait, word.load()?)
+}
+
+/// [`take`] from the state `tat` the caller read from the word (as [`Word::load`] would).
+#[inline(always)]
+pub(crate) fn take_seen<W: Word>(
+    word: &W,
+    rate: &Rate,
+    now: u64,
+    n: u64,
+    max_wait: u64,
+    tat: u64,
+) -> Result<Result<u64, Refused>, W::Gone> {
     match rate.admit(tat, now, n, max_wait) {
         Ok(new) if new != tat && new <= W::MAX_STATE => match word.compare_exchange(tat, new) {
             Ok(()) => Ok(Ok(new)),

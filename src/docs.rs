@@ -4,7 +4,8 @@
 //! * [`keyed`]: how a [`KeyedLimiter`](crate::KeyedLimiter) answers per key;
 //! * [`queue`]: the leaky bucket as a queue, reservations and waits;
 //! * [`concurrency`]: what the lock-free protocol guarantees under contention;
-//! * [`rules`]: limits by key path, several quotas at once, and reloads.
+//! * [`rules`]: limits by key path, several quotas at once, and reloads;
+//! * [`packets`]: byte quotas and the colour meters of RFC 2697 and 2698.
 
 pub mod meaning {
     //! # What a quota and a decision mean
@@ -229,5 +230,56 @@ pub mod rules {
     //! assert_eq!(lim.check_n("api/alice", 2).unwrap().remaining(), 0);
     //! assert!(lim.check("rate_limit/10.0.0.1").is_ok()); // no rule any more: not tracked
     //! # Ok::<(), leakgate::QuotaError>(())
+    //! ```
+}
+
+pub mod packets {
+    //! # Packets: byte quotas and colour meters
+    //!
+    //! **Byte quotas.** A [`Quota`](crate::Quota) whose unit is a byte meters bytes: a packet of
+    //! `L` bytes is `check_n(L)`. Written in bytes or bits with SI or IEC prefixes (`"10 MB/s
+    //! burst 64 KiB"`, `"1 Gbit/s burst 1 MB"`, `"400 Gbit/s"`), exact by the rules of every
+    //! quota: a rate in bits is kept as whole bytes per whole periods (`1 Gbit/s` is 125,000,000
+    //! bytes a second, `1 bit/s` a byte every 8 seconds). Up to
+    //! [`MAX_BYTE_RATE_PER_SECOND`](crate::MAX_BYTE_RATE_PER_SECOND) (400 Gbit/s); every byte
+    //! quota is exact for at least 10 years of clock with its whole burst on top (at 400 Gbit/s,
+    //! `2^64` bytes of clock: 11.7 years less the burst's own time), and for 100 years up to
+    //! 10^9 bytes a second. Beyond: [`QuotaError::ByteRateTooHigh`](crate::QuotaError) or
+    //! `BurstTooLarge`.
+    //!
+    //! **Colour meters.** [`SrTcm`](crate::SrTcm) (RFC 2697: CIR, CBS, EBS) and
+    //! [`TrTcm`](crate::TrTcm) (RFC 2698: PIR, PBS, CIR, CBS), and one per flow
+    //! ([`KeyedSrTcm`](crate::KeyedSrTcm), [`KeyedTrTcm`](crate::KeyedTrTcm)), colour-blind and
+    //! colour-aware:
+    //!
+    //! * **The RFCs' colours, exactly.** Each bucket is one GCRA word counted in whole ticks of
+    //!   its rate, which is the RFCs' token bucket: it starts full and gains one token at each
+    //!   tick (at the multiples of `1 / rate` from the clock's origin: tick `k` counts from the
+    //!   first nanosecond at or after `k / rate`), at every rate and every clock reading, with
+    //!   no rounding. In the srTCM the excess bucket fills only
+    //!   with what overflows the committed one, as in the RFC: it is kept as the total of both
+    //!   buckets, a bucket of CBS + EBS at CIR. Property tests check every colour and token
+    //!   count against the RFCs' token buckets written from their text.
+    //! * **All or nothing, lock-free.** A packet takes exactly the buckets its colour takes
+    //!   (green both, yellow one, red none), never part of them, however many threads meter at
+    //!   once, and no bucket ever admits more than its size plus its ticks (loom models and
+    //!   threaded tests). Under threads a packet may get a lower colour than a sequential run
+    //!   would give it, when another packet in flight is counted first. One race, two srTCM
+    //!   packets going for the same last committed tokens while the excess bucket cannot pay
+    //!   for the loser, gives the loser's charge of the total back: whole on a clock that has not
+    //!   moved, less the time since its clock reading otherwise.
+    //! * **Caller time.** Every method has an `_at` form that takes a reading of the meter's
+    //!   clock made by the caller (once per burst of packets, say), and none allocates.
+    //!
+    //! ```
+    //! use leakgate::{Clock, Color, Quota, SrTcm};
+    //!
+    //! // CIR 1 Gbit/s, CBS 64 KiB, EBS 128 KiB.
+    //! let meter = SrTcm::new("1 Gbit/s burst 64 KiB".parse::<Quota>()?, 128 * 1024)?;
+    //! let burst = [1500u64, 64, 9000, 1500];
+    //! let now = meter.clock().now_ns(); // once per burst
+    //! let colours: Vec<Color> = burst.iter().map(|&len| meter.color_blind_at(len, now)).collect();
+    //! assert_eq!(colours, [Color::Green; 4]);
+    //! # Ok::<(), Box<dyn std::error::Error>>(())
     //! ```
 }

@@ -40,6 +40,9 @@ pub(crate) struct Rate {
     units_per_ns_int: u64,
     /// Units per nanosecond, fractional part in 1/2^64.
     units_per_ns_frac: u64,
+    /// Units added to every clock reading: 0, except for a limiter whose quota was changed, whose
+    /// new states start above every state of the old quota (see `crate::rate_cell`).
+    origin: u64,
 }
 
 /// The part of a [`Rate`] that a decision carries, to compute its reports when asked.
@@ -86,6 +89,17 @@ impl Rate {
             .find_map(|k| Rate::with_fineness(count, period_ns, burst, k))
     }
 
+    /// Compiles the quota in units of whole emission intervals (`S = 1`: one unit is `T`, and a
+    /// clock reading counts the intervals begun since the origin, rounded down), or `None` when
+    /// the bucket does not fit beside the promised clock range. A bucket in these units is a
+    /// token bucket that gains one whole unit at each multiple of `T`: the colour meters'
+    /// (`crate::meter`). `burst` may be 0 here (a bucket that holds nothing).
+    pub(crate) fn in_intervals(count: u64, period_ns: u64, burst: u64) -> Option<Rate> {
+        // k = 0: `S = max(1, ceil(0 * T)) = 1`. Intervals are at least as long as the units of
+        // `Rate::new`, so this fits wherever that does.
+        Rate::with_fineness(count, period_ns, burst, 0)
+    }
+
     /// The rate at units of `T / max(1, ceil(k * T))`, if its bucket fits the clock range.
     fn with_fineness(count: u64, period_ns: u64, burst: u64, k: u128) -> Option<Rate> {
         let (count_w, period) = (u128::from(count), u128::from(period_ns));
@@ -105,6 +119,7 @@ impl Rate {
             burst,
             units_per_ns_int,
             units_per_ns_frac,
+            origin: 0,
         };
         let fits = if period_ns >= count {
             // A century of clock with a whole bucket on top stays below the saturation point.
@@ -119,6 +134,48 @@ impl Rate {
     /// A clock reading in nanoseconds, in units, rounded down; `u64::MAX` past the range.
     #[inline]
     pub(crate) fn units_at(&self, ns: u64) -> u64 {
+        self.units_in(ns).saturating_add(self.origin)
+    }
+
+    /// This rate with every clock reading moved up by `origin` units (see the field).
+    pub(crate) fn with_origin(self, origin: u64) -> Rate {
+        Rate { origin, ..self }
+    }
+
+    /// The burst, in units of cost.
+    #[inline(always)]
+    pub(crate) fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// The count, period in nanoseconds and burst of the quota this rate was compiled from.
+    pub(crate) fn quota_parts(&self) -> (u64, u64, u64) {
+        (self.scale.count, self.scale.period_ns, self.burst)
+    }
+
+    /// Units added to every clock reading (see the field).
+    pub(crate) fn origin(&self) -> u64 {
+        self.origin
+    }
+
+    /// The rate's words, for a cell that keeps a rate in atomics (`crate::rate_cell`).
+    pub(crate) fn to_words(self) -> [u64; 8] {
+        let Scale { interval, tau, period_ns, count } = self.scale;
+        let (int, frac, origin) = (self.units_per_ns_int, self.units_per_ns_frac, self.origin);
+        [interval, tau, period_ns, count, self.burst, int, frac, origin]
+    }
+
+    /// The rate whose words [`Rate::to_words`] gave.
+    pub(crate) fn from_words(words: [u64; 8]) -> Rate {
+        let [interval, tau, period_ns, count, burst, units_per_ns_int, units_per_ns_frac, origin] =
+            words;
+        let scale = Scale { interval, tau, period_ns, count };
+        Rate { scale, burst, units_per_ns_int, units_per_ns_frac, origin }
+    }
+
+    /// A span of `ns` nanoseconds in units, rounded down; `u64::MAX` past the range.
+    #[inline]
+    fn units_in(&self, ns: u64) -> u64 {
         if self.units_per_ns_frac == 0 {
             // A whole number of units per nanosecond (k whenever T is a whole number of ns).
             return ns.saturating_mul(self.units_per_ns_int);
@@ -160,6 +217,17 @@ impl Rate {
         n.saturating_mul(self.scale.interval)
     }
 
+    /// The level of a bucket of this rate whose state is `tat`, as of the clock reading `at_ns`, in
+    /// units of rate `to`: `(tat - now) / T` rounded up to whole units of `to` (against the
+    /// caller), capped at `to`'s burst. How a level is handed over to another quota.
+    pub(crate) fn level_in(&self, tat: u64, to: &Rate, at_ns: u64) -> u64 {
+        // Rounded down, so the backlog (and the level) is never smaller than exact.
+        let backlog = tat.saturating_sub(self.units_at(at_ns));
+        let (from_s, to_s) = (self.scale.interval(), to.scale.interval());
+        let level = (u128::from(backlog) * u128::from(to_s)).div_ceil(u128::from(from_s));
+        u64::try_from(level).unwrap_or(u64::MAX).min(to.scale.tau())
+    }
+
     /// The reporting part, for decisions.
     #[inline]
     pub(crate) fn scale(&self) -> Scale {
@@ -169,12 +237,13 @@ impl Rate {
     /// The first clock reading, in nanoseconds, that converts to at least `units`: the earliest
     /// time at which a state boundary of `units` has been reached (`u64::MAX` if never).
     pub(crate) fn first_ns_reaching(&self, units: u64) -> u64 {
+        let units = units.saturating_sub(self.origin);
         // The nearest-nanosecond conversion is within a nanosecond of the answer; step to it.
         let mut ns = self.scale.units_to_ns(units);
         for _ in 0..4 {
-            if ns > 0 && self.units_at(ns - 1) >= units {
+            if ns > 0 && self.units_in(ns - 1) >= units {
                 ns -= 1;
-            } else if ns < u64::MAX && self.units_at(ns) < units {
+            } else if ns < u64::MAX && self.units_in(ns) < units {
                 ns += 1;
             } else {
                 break;
@@ -183,9 +252,10 @@ impl Rate {
         ns
     }
 
-    /// Nanoseconds to units, rounded up (a wait a caller allows, as a bound on the state).
+    /// A span of nanoseconds in units, rounded up (a wait a caller allows, as a bound on the
+    /// state).
     pub(crate) fn ns_to_units_ceil(&self, ns: u64) -> u64 {
-        let floor = self.units_at(ns);
+        let floor = self.units_in(ns);
         if floor == u64::MAX || self.scale.units_to_ns(floor) >= ns {
             floor
         } else {

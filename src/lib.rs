@@ -19,6 +19,9 @@
 //!   tiers of keys at once ([`RuleLimiter::check_all_n`]), reloads while running keeping every
 //!   key's level, counts per rule, and lists its buckets. Rules files in TOML with the feature
 //!   `rules-file`; counters through the `metrics` facade with the feature `metrics`.
+//! * **Packets.** Byte quotas (`"10 MB/s burst 64 KiB"`, `"1 Gbit/s"`: a packet of `L` bytes is
+//!   `check_n(L)`) and the colour meters of RFC 2697 and 2698 ([`SrTcm`], [`TrTcm`], per flow
+//!   [`KeyedSrTcm`], [`KeyedTrTcm`]), with caller time for packet loops; see [`docs::packets`].
 //!
 //! # One limit for a whole process
 //!
@@ -147,8 +150,11 @@ mod gcra;
 mod keyed;
 mod limiter;
 mod manual_clock;
+mod meter;
 mod quota;
+mod quota_bytes;
 mod quota_parse;
+mod rate_cell;
 mod reserve;
 mod rules;
 mod sync;
@@ -160,7 +166,8 @@ pub use keyed::{
 };
 pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
-pub use quota::{Quota, QuotaError, MAX_RATE_PER_SECOND};
+pub use meter::{Color, KeyedSrTcm, KeyedTrTcm, MeterError, SrTcm, TrTcm};
+pub use quota::{Quota, QuotaError, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND};
 pub use reserve::{Reservation, WaitPolicy};
 #[doc(hidden)]
 pub use rules::BenchCounters;

@@ -1,17 +1,20 @@
 //! [`Limiter`]: one bucket, one atomic word, updated by the protocol in [`crate::bucket`].
 //!
-//! The whole state is the theoretical arrival time `TAT`, in the rate's fixed-point units (see
-//! [`crate::gcra`]) since the clock's origin. A decision reads the clock once and hands the word
-//! to [`bucket::take`]: a denial is a load and a compare and writes nothing, so denied traffic
-//! leaves the cache line shared and scales across cores; an admission is one CAS, or under
-//! contention one `fetch_add`, so no check waits on the others for long.
+//! The whole state is the theoretical arrival time `TAT`, in the fixed-point units (see
+//! [`crate::gcra`]) of the rate in force since the clock's origin. A decision reads the clock and
+//! the rate once and hands the word to [`bucket::take`]: a denial is a load and a compare and
+//! writes nothing, so denied traffic leaves the cache line shared and scales across cores; an
+//! admission is one CAS, or under contention one `fetch_add`, so no check waits on the others for
+//! long. A change of quota ([`Limiter::set_quota`]) converts the word in place
+//! (`bucket/limiter_word.rs`).
 
-use crate::bucket::{self, Refused};
+use crate::bucket::{self, Changed, LimiterState, Refused, SEALED};
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::{Rate, Refusal};
 use crate::quota::Quota;
-use crate::sync::AtomicU64;
+use crate::rate_cell::RateCell;
+use crate::sync::{self, Mutex};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
@@ -27,13 +30,14 @@ use std::fmt;
 /// # Ok::<(), leakgate::QuotaError>(())
 /// ```
 pub struct Limiter<C: Clock = TscClock> {
-    /// `TAT`: the theoretical arrival time in the rate's units since the clock's origin
-    /// (`0..=u64::MAX`; 0 is a new, empty bucket). Alone on its cache line, so CAS traffic does
-    /// not evict the read-only fields below from other cores.
+    /// `TAT` (0 is a new, empty bucket) and what a change of quota needs beside it. Alone on its
+    /// cache line, so CAS traffic does not evict the read-mostly fields below from other cores.
     /// Read and written only through [`crate::bucket`].
-    tat: CachePadded<AtomicU64>,
-    rate: Rate,
-    quota: Quota,
+    state: CachePadded<LimiterState>,
+    /// The rate in force, and its epoch.
+    rates: RateCell,
+    /// Held by a change of quota: changes run one at a time (checks never take it).
+    changing: Mutex<()>,
     clock: C,
 }
 
@@ -61,8 +65,8 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Self {
-        let rate = quota.rate();
-        Limiter { tat: CachePadded::new(AtomicU64::new(0)), rate, quota, clock }
+        let state = CachePadded::new(LimiterState::new());
+        Limiter { state, rates: RateCell::new(quota), changing: Mutex::new(()), clock }
     }
 
     /// Checks one unit: `check_n(1)`.
@@ -94,44 +98,109 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline(always)]
     pub fn check_n(&self, n: u64) -> Result<Admitted, Denied> {
-        let now = self.now();
-        let tat = self.take(now, n, 0)?;
-        Ok(Admitted::from_units(tat.saturating_sub(now), self.rate.scale()))
+        let now_ns = self.clock.now_ns();
+        self.take(now_ns, n, 0, |tat, now, rate| {
+            Admitted::from_units(tat.saturating_sub(now), rate.scale())
+        })
     }
 
-    /// The clock's reading, in the rate's units.
-    #[inline]
-    pub(crate) fn now(&self) -> u64 {
-        self.rate.units_at(self.clock.now_ns())
+    /// Units that would conform right now, taking nothing: `check_n(0)`'s `remaining()` (a peek
+    /// records the time it saw, as a check does).
+    ///
+    /// ```
+    /// # use leakgate::{Limiter, ManualClock, Quota};
+    /// let lim = Limiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// lim.check_n(4).unwrap();
+    /// assert_eq!(lim.peek(), 6);
+    /// assert_eq!(lim.peek(), 6);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn peek(&self) -> u64 {
+        self.check_n(0).map_or_else(|denied| denied.remaining(), |ok| ok.remaining())
     }
 
-    /// Takes `n` at `now` allowing `max_wait` units of wait (see [`bucket::take`]): the state
-    /// left on success.
-    #[inline]
-    pub(crate) fn take(&self, now: u64, n: u64, max_wait: u64) -> Result<u64, Denied> {
-        match bucket::take(&*self.tat, &self.rate, now, n, max_wait) {
-            Ok(Ok(tat)) => Ok(tat),
-            Ok(Err(refused)) => Err(self.denied(refused, now)),
-            Err(never) => match never {},
+    /// Takes `n` at the clock reading `now_ns`, allowing `max_wait_ns` of wait (see
+    /// [`bucket::take`]); on success, `admitted` of the state left, the clock in units, and the
+    /// rate decided on. A check that meets a change of quota decides again on the new rate.
+    #[inline(always)]
+    pub(crate) fn take<R>(
+        &self,
+        now_ns: u64,
+        n: u64,
+        max_wait_ns: u64,
+        admitted: impl FnOnce(u64, u64, &Rate) -> R,
+    ) -> Result<R, Denied> {
+        loop {
+            // The state first, then the epoch of the rate it is counted in (a new quota's state
+            // comes after its epoch): one load more than a limiter with a fixed quota. Epoch 0,
+            // the quota the limiter was made with, has its rate in plain fields.
+            let (seen, epoch) = self.state.read(&self.rates);
+            let changed;
+            let rate = match epoch {
+                0 => self.rates.first(),
+                _ => match self.rates.rate_at(epoch) {
+                    Some(rate) => {
+                        changed = rate;
+                        &changed
+                    }
+                    None => continue,
+                },
+            };
+            let now = rate.units_at(now_ns);
+            let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
+            let word = self.state.word(&self.rates, epoch);
+            match bucket::take_seen(&word, rate, now, n, max_wait, seen) {
+                // A sealed state (a change in progress) only ever refuses, or answers a peek.
+                Ok(Ok(tat)) if n != 0 || tat != SEALED => return Ok(admitted(tat, now, rate)),
+                Ok(Err(refused)) if refused.tat != SEALED => {
+                    return Err(denied(refused, now, rate))
+                }
+                // A change of quota in progress (a few instructions: wait for them, on the lock
+                // the change holds), or done: decide on the new rate.
+                Ok(_) | Err(Changed) => drop(sync::lock(&self.changing)),
+            }
         }
     }
 
     /// Undoes a request of `cost` units that left the state at `after`, if nothing was granted
-    /// since (see [`bucket::undo`]).
+    /// since (see [`bucket::undo`]); never across a change of quota (the state then moved).
     pub(crate) fn undo(&self, after: u64, cost: u64) -> bool {
-        bucket::undo(&*self.tat, after, cost)
+        let (epoch, _) = self.rates.read();
+        bucket::undo(&self.state.word(&self.rates, epoch), after, cost)
     }
 
-    #[cold]
-    fn denied(&self, refused: Refused, now: u64) -> Denied {
-        let Refused { tat, why } = refused;
-        Denied::from_units(tat.saturating_sub(now), Refusal::wait(why), self.rate.scale())
-    }
-
-    /// The compiled rate.
-    #[inline]
-    pub(crate) fn rate(&self) -> &Rate {
-        &self.rate
+    /// Puts `quota` in force, at once and without a restart: the bucket keeps its level (units in
+    /// the bucket, `(TAT - now) / T` in the old quota) as the level of the new one, capped at its
+    /// burst and rounded up to its units, as [`RuleLimiter::reload`](crate::RuleLimiter::reload)
+    /// does for each key. Checks take no lock, except one that meets the few instructions of the
+    /// conversion itself, which waits for them on the change's lock (as a keyed check waits for
+    /// a slot changing key); one decided before the change counts in the level handed over.
+    /// Reservations granted before keep their times; one cancelled after the change gives
+    /// nothing back. Changes run one at a time.
+    ///
+    /// Every state after a change lies above every state before it (so no check still holding
+    /// an old state can act on a new one): a change to a shorter interval while buckets are full
+    /// moves the limiter's clock up by up to the old burst's duration. The clock has a century
+    /// of range, so that is nothing for changes seconds apart; a deep bucket whose quota changes
+    /// many times a second spends its range sooner (then it refuses, as any limiter past its
+    /// range does).
+    ///
+    /// ```
+    /// use leakgate::{Limiter, ManualClock, Quota};
+    /// use std::time::Duration;
+    /// let clock = ManualClock::new();
+    /// let lim = Limiter::with_clock(Quota::per_second(10)?, clock.clone());
+    /// lim.check_n(6).unwrap(); // 6 units in the bucket
+    /// lim.set_quota("1/s burst 8".parse()?);
+    /// assert_eq!(lim.quota().to_string(), "1/s burst 8");
+    /// assert_eq!(lim.peek(), 2); // 6 carried over, 8 at most
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(lim.peek(), 3); // one a second now
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) {
+        let _one_at_a_time = sync::lock(&self.changing);
+        self.state.change(&self.rates, quota, self.clock.now_ns());
     }
 
     /// The quota this limiter enforces.
@@ -143,7 +212,7 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.rates.quota()
     }
 
     /// The clock this limiter reads.
@@ -161,6 +230,13 @@ impl<C: Clock> Limiter<C> {
 
 impl<C: Clock> fmt::Debug for Limiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Limiter").field("quota", &self.quota).finish_non_exhaustive()
+        f.debug_struct("Limiter").field("quota", &self.quota()).finish_non_exhaustive()
     }
+}
+
+/// The denial of a request refused at `now` (units of `rate`).
+#[cold]
+fn denied(refused: Refused, now: u64, rate: &Rate) -> Denied {
+    let Refused { tat, why } = refused;
+    Denied::from_units(tat.saturating_sub(now), Refusal::wait(why), rate.scale())
 }

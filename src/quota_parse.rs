@@ -7,6 +7,7 @@
 //! Error messages quote what was typed and never show a number the input did not contain.
 
 use crate::quota::{Quota, QuotaError};
+use crate::quota_bytes::{is_amount, parse_amount, write_bytes};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -73,7 +74,8 @@ fn whole_number(token: &str, what: &str, input: &str) -> Result<u64, QuotaError>
 impl FromStr for Quota {
     type Err = QuotaError;
 
-    /// Parses a quota such as `100/s`, `5/minute`, `100/0.5s` or `10/s burst 1`.
+    /// Parses a quota such as `100/s`, `5/minute`, `100/0.5s`, `10/s burst 1`, or a byte quota
+    /// such as `10 MB/s burst 64 KiB` or `1 Gbit/s`.
     ///
     /// Grammar (spaces around tokens allowed; unit names are case-insensitive):
     /// `COUNT "/" [AMOUNT] UNIT [ "burst" BURST ]`.
@@ -90,6 +92,16 @@ impl FromStr for Quota {
     ///   admit 10 units at once after a pause. Write `burst 1` for evenly spaced admissions.
     ///   (`leakgate pace` reads its rate by this same rule.)
     ///
+    /// **Byte quotas.** A `COUNT` written as an amount of bytes or bits makes a byte quota
+    /// ([`Quota::bytes`]): a number (whole or with a fraction, `_` separators allowed) and a unit,
+    /// `B` (`byte`, `bytes`) or `bit` (`bits`), with an optional prefix: `k`, `M`, `G`, `T`, `P`,
+    /// `E` (powers of 1000) or `Ki`, `Mi`, `Gi`, `Ti`, `Pi`, `Ei` (powers of 1024). `K` and a
+    /// bare `b` are refused as ambiguous. The amount must be a whole number of its unit (`1.5
+    /// kB` is 1500 bytes; `1.5 B` is an error). A rate in bits is exact: `12 bit/s` is 3 bytes
+    /// every 2 seconds. The burst of a byte quota is an amount too (in bits, a whole number of
+    /// bytes), or a bare number of bytes; a missing burst is `COUNT` in bytes, rounded up.
+    /// A byte quota prints in bytes with the largest prefix that divides exactly.
+    ///
     /// ```
     /// use leakgate::Quota;
     /// use std::time::Duration;
@@ -99,6 +111,10 @@ impl FromStr for Quota {
     /// assert_eq!("5/minute".parse::<Quota>()?, Quota::per_minute(5)?);
     /// assert_eq!("10/s".parse::<Quota>()?.burst(), 10); // no burst given: burst = count
     /// assert!("10/fortnight".parse::<Quota>().is_err());
+    /// let q: Quota = "10 MB/s burst 64 KiB".parse()?;
+    /// assert_eq!(q, Quota::bytes(10_000_000, Duration::from_secs(1), 65_536)?);
+    /// assert_eq!("400 Gbit/s".parse::<Quota>()?, Quota::bytes_per_second(50_000_000_000)?);
+    /// assert_eq!("1 bit/s".parse::<Quota>()?, Quota::bytes(1, Duration::from_secs(8), 1)?);
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     fn from_str(input: &str) -> Result<Self, Self::Err> {
@@ -109,27 +125,62 @@ impl FromStr for Quota {
         let Some((count, rest)) = text.split_once('/') else {
             return Err(parse_err(format!("missing \"/\" in {input:?} (expected e.g. \"100/s\")")));
         };
-        let count = whole_number(count.trim(), "count", input)?;
+        let count = count.trim();
+        let amount =
+            if is_amount(count) { Some(parse_amount(count, "count", input)?) } else { None };
         let (period, tail) = split_period(rest.trim_start());
         let period = parse_period(period, input)?;
-        let mut words = tail.split_whitespace();
-        let burst = match (words.next(), words.next(), words.next()) {
-            (None, _, _) => count,
-            (Some(kw), Some(b), None) if kw.eq_ignore_ascii_case("burst") => {
-                whole_number(b, "burst", input)?
-            }
-            (Some(kw), None, _) if kw.eq_ignore_ascii_case("burst") => {
-                return Err(parse_err(format!("missing the number after \"burst\" in {input:?}")))
-            }
-            (Some(word), _, _) => {
-                let extra = tail.trim();
-                let found = if word.eq_ignore_ascii_case("burst") { extra } else { word };
-                return Err(parse_err(format!(
-                    "expected \"burst N\" after the period but found {found:?} in {input:?}"
-                )));
-            }
+        let burst = burst_token(tail, input)?;
+        let Some(amount) = amount else {
+            let count = whole_number(count, "count", input)?;
+            let burst = match burst {
+                None => count,
+                Some(b) if is_amount(b) => {
+                    return Err(parse_err(format!(
+                        "the burst {b:?} is in bytes but the count is not (write the count in \
+                         bytes too, e.g. \"10 MB/s\") in {input:?}"
+                    )))
+                }
+                Some(b) => whole_number(b, "burst", input)?,
+            };
+            return Quota::new(count, period, burst);
         };
-        Quota::new(count, period, burst)
+        let burst = match burst {
+            None => amount.value.div_ceil(if amount.bits { 8 } else { 1 }),
+            Some(b) if is_amount(b) => match parse_amount(b, "burst", input)? {
+                a if !a.bits => a.value,
+                a if a.value.is_multiple_of(8) => a.value / 8,
+                _ => {
+                    return Err(parse_err(format!(
+                        "the burst {b:?} is not a whole number of bytes in {input:?}"
+                    )))
+                }
+            },
+            Some(b) => whole_number(b, "burst", input)?,
+        };
+        let period_ns = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLong)?;
+        if amount.bits {
+            Quota::bits(amount.value, period_ns, burst)
+        } else {
+            Quota::bytes(amount.value, period, burst)
+        }
+    }
+}
+
+/// The burst written after the period (`burst 20`, `burst 64 KiB`), if any.
+fn burst_token<'t>(tail: &'t str, input: &str) -> Result<Option<&'t str>, QuotaError> {
+    let tail = tail.trim();
+    let Some(word) = tail.split_whitespace().next() else {
+        return Ok(None);
+    };
+    if !word.eq_ignore_ascii_case("burst") {
+        return Err(parse_err(format!(
+            "expected \"burst N\" after the period but found {word:?} in {input:?}"
+        )));
+    }
+    match tail[word.len()..].trim() {
+        "" => Err(parse_err(format!("missing the number after \"burst\" in {input:?}"))),
+        burst => Ok(Some(burst)),
     }
 }
 
@@ -215,7 +266,9 @@ fn sub_nanosecond(amount: &str, input: &str) -> QuotaError {
 
 impl fmt::Display for Quota {
     /// The canonical form: the largest unit that divides the period exactly, and the burst only
-    /// when it differs from the count (a missing burst reads back as `burst = count`).
+    /// when it differs from the count (a missing burst reads back as `burst = count`). A byte
+    /// quota prints its count and burst in bytes with the largest prefix that divides each
+    /// exactly (`10 MB/s burst 64 KiB`; `1 Gbit/s` prints as `125 MB/s`).
     ///
     /// ```
     /// use leakgate::Quota;
@@ -223,6 +276,7 @@ impl fmt::Display for Quota {
     /// assert_eq!(Quota::per_second(100)?.to_string(), "100/s");
     /// assert_eq!(Quota::new(3, Duration::from_millis(1500), 3)?.to_string(), "3/1500ms");
     /// assert_eq!(Quota::per_second(100)?.with_burst(20)?.to_string(), "100/s burst 20");
+    /// assert_eq!(Quota::bits_per_second(1)?.to_string(), "1 B/8s");
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -232,12 +286,18 @@ impl fmt::Display for Quota {
             .copied()
             .find(|&(_, ns)| period.is_multiple_of(ns))
             .unwrap_or(("ns", 1));
+        let amount = |f: &mut fmt::Formatter<'_>, n: u64| match self.is_bytes() {
+            true => write_bytes(f, n),
+            false => write!(f, "{n}"),
+        };
+        amount(f, self.count())?;
         match period / unit_ns {
-            1 => write!(f, "{}/{unit}", self.count())?,
-            n => write!(f, "{}/{n}{unit}", self.count())?,
+            1 => write!(f, "/{unit}")?,
+            n => write!(f, "/{n}{unit}")?,
         }
         if self.burst() != self.count() {
-            write!(f, " burst {}", self.burst())?;
+            f.write_str(" burst ")?;
+            amount(f, self.burst())?;
         }
         Ok(())
     }

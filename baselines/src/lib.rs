@@ -4,7 +4,7 @@
 //! contender, a scenario or a measuring loop is written once:
 //!
 //! * contenders: leakgate's `Limiter` and `KeyedLimiter`, [`Governor`] (and governor's keyed
-//!   limiter), [`MutexTokenBucket`];
+//!   limiter), [`MutexTokenBucket`]; for the colour meters, [`MutexSrTcm`] and [`MutexTrTcm`];
 //! * [`Scenario`]: quotas under which every contender answers the same way (all allowed, or all
 //!   denied by a one-per-hour limiter that has spent its unit), and [`KeyedContenders`]: many
 //!   tracked keys, every check allowed;
@@ -21,6 +21,7 @@ mod governor;
 mod harness;
 mod keyed;
 mod mutex_bucket;
+mod mutex_meters;
 mod scenario;
 mod tail;
 
@@ -28,6 +29,7 @@ pub use crate::governor::Governor;
 pub use harness::{hammer, median, ns_per_decision};
 pub use keyed::{scattered_key, KeyedCheck, KeyedContenders, KeyedWorkload, KEYED_CONTENDERS};
 pub use mutex_bucket::MutexTokenBucket;
+pub use mutex_meters::{MutexSrTcm, MutexTrTcm};
 pub use scenario::Scenario;
 pub use tail::{time_each_check, LatencyHistogram};
 

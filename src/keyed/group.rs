@@ -65,6 +65,10 @@ pub(crate) struct Group<K> {
     pub(super) tats: [AtomicU64; SLOTS],
     /// The clock in whole milliseconds (wrapping) at slot `i`'s last admission; for snapshots.
     pub(super) used: [AtomicU32; SLOTS],
+    /// The epoch (its low 32 bits) of the limiter's rate the slots' states are counted in: the
+    /// rate in force, or the one before while a change of quota converts the table
+    /// (`requota.rs`). Written under the shard lock.
+    pub(super) epoch: AtomicU32,
     /// The keys, in the main block (the spare one is in [`Side`]); on a line of their own.
     keys: Line<KeyBlock<K>>,
 }
@@ -128,6 +132,7 @@ impl<K> Group<K> {
             tags: AtomicU32::new(0),
             tats: std::array::from_fn(|_| AtomicU64::new(0)),
             used: std::array::from_fn(|_| AtomicU32::new(0)),
+            epoch: AtomicU32::new(0),
             keys: Line(KeyBlock::new()),
         }
     }
@@ -198,6 +203,21 @@ impl<K> Group<K> {
     pub(crate) fn tags_locked(&self) -> [u8; SLOTS] {
         // Relaxed: only lock holders store tags, and the lock orders them.
         self.tags.load(Ordering::Relaxed).to_le_bytes()
+    }
+
+    /// For a change of quota (under the shard lock): the least clock reading, in the new units,
+    /// at which every used slot, reopened with `level(state)` on top, lies above every value it
+    /// held since its key was set (`SEALED` aside).
+    pub(crate) fn reopen_floor(&self, side: &Side<K>, level: impl Fn(u64) -> u64) -> u64 {
+        let tags = self.tags_locked();
+        (0..SLOTS)
+            .filter(|&slot| tags[slot] != 0)
+            // Relaxed: under the shard lock, a bound only (a conversion decides under its seal).
+            .map(|slot| (self.tats[slot].load(Ordering::Relaxed), self.busy_until(side, slot)))
+            .filter(|&(tat, _)| tat != SEALED)
+            .map(|(tat, held)| held.saturating_add(1).saturating_sub(level(tat)))
+            .max()
+            .unwrap_or(0)
     }
 
     /// The latest time slot `slot` may still be busy until: `max(TAT, lowering high-water)`

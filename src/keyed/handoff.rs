@@ -3,8 +3,10 @@
 //! bucket once its state was handed over, and a barrier that waits for the inserts in progress.
 
 use super::check::{FirstState, Taken};
+use super::insert::Arrival;
+use super::requota::Conversion;
 use super::slot::{Found, Tat};
-use super::{millis, KeyedLimiter};
+use super::KeyedLimiter;
 use crate::bucket::{self, Back};
 use crate::clock::Clock;
 use crate::gcra::Rate;
@@ -45,7 +47,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     pub(crate) fn rate_of(&self, shared: bool) -> &Rate {
         match &self.overflow.shared {
             Some(bucket) if shared => &bucket.rate,
-            _ => &self.rate,
+            _ => self.rate(),
         }
     }
 
@@ -167,8 +169,12 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let (hash, now) = (self.table.hash(key), self.rate.units_at(now_ns));
-        self.table.find_or_insert(key, hash, now, millis(now_ns), start).map(drop)
+        // A rules table: its quota never changes, so its epoch is always 0.
+        let (hash, rate) = (self.table.hash(key), self.rate());
+        let now = rate.units_at(now_ns);
+        let conversion = Conversion::new(&self.rates, 0, *rate, now_ns);
+        let new = Arrival { key, hash, now_ns, now, rate, start, epoch: &conversion };
+        self.table.find_or_insert(&new).ok().flatten().map(drop)
     }
 
     /// Seals `key`'s bucket (see [`bucket::seal_moved`]), waiting for a change of its slot's key
@@ -213,7 +219,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
 
     /// Every tracked key with its raw state, for a reload (takes no lock checks wait on).
     pub(crate) fn for_each_state(&self, mut f: impl FnMut(K, u64)) {
-        self.table.for_each(|key, tat, _| f(key, tat));
+        self.table.for_each(|key, tat, _, _| f(key, tat));
     }
 
     /// Waits for every insert in progress to end. Every insert chooses its key's first state and

@@ -17,23 +17,37 @@
 //! key walks that sequence, up to every group of the table (a scan of `capacity / 4` lines).
 
 use super::check::FirstState;
-use super::group::{tag_of, Group, NewKey, SEALED, SLOTS};
+use super::group::{tag_of, Group, NewKey, Side, SEALED, SLOTS};
+use super::requota::Changed;
 use super::slot::Found;
 use super::table::{At, Table};
+use crate::gcra::Rate;
 use crate::sync::{self, Ordering};
 use std::borrow::Borrow;
 use std::hash::Hash;
 
 /// A key that needs a slot, and when.
-struct Arrival<'q, Q: ?Sized> {
-    key: &'q Q,
-    hash: u64,
-    /// The clock in the rate's units: what idleness is judged against.
-    now: u64,
-    /// The clock in whole milliseconds (wrapping), for snapshots.
-    now_ms: u32,
+pub(crate) struct Arrival<'q, Q: ?Sized, K> {
+    pub(crate) key: &'q Q,
+    pub(crate) hash: u64,
+    /// The clock, and the clock in units of `rate`: what idleness is judged against.
+    pub(crate) now_ns: u64,
+    pub(crate) now: u64,
+    /// The rate the insert decides in, the limiter's rate in force.
+    pub(crate) rate: &'q Rate,
     /// The least first state of the key's bucket (see [`Ask::start`](super::Ask)).
-    start: &'q dyn Fn() -> FirstState,
+    pub(crate) start: &'q dyn Fn() -> FirstState,
+    /// Keeps the groups the insert works on in `rate`'s units (see `requota.rs`).
+    pub(crate) epoch: &'q dyn EpochOf<K>,
+}
+
+/// The insert's side of a change of quota (`requota.rs`).
+pub(crate) trait EpochOf<K> {
+    /// Whether the insert's rate is still the limiter's rate in force (checked under its lock).
+    fn current(&self) -> bool;
+    /// Converts a group the insert is about to work on (under its shard's lock) to the insert's
+    /// rate, if its states are still in the rate before.
+    fn convert(&self, group: &Group<K>, side: &Side<K>);
 }
 
 /// What an insert attempt under the home lock ends with.
@@ -43,6 +57,8 @@ enum Step<'t, K> {
     /// The key's slot in this shard is being given to another key (the key is idle): wait for
     /// that shard's insert to finish, then try again.
     WaitFor(usize),
+    /// The quota changed since the insert read its rate: decide again on the new one.
+    Changed,
 }
 
 /// What an exact search under the home lock finds.
@@ -63,22 +79,17 @@ impl<K: Hash + Eq + Clone> Table<K> {
     #[inline(never)]
     pub(crate) fn find_or_insert<Q>(
         &self,
-        key: &Q,
-        hash: u64,
-        now: u64,
-        now_ms: u32,
-        start: &dyn Fn() -> FirstState,
-    ) -> Option<Found<'_, K>>
+        new: &Arrival<'_, Q, K>,
+    ) -> Result<Option<Found<'_, K>>, Changed>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let new = Arrival { key, hash, now, now_ms, start };
-        let home = &self.shards[self.home(hash)];
+        let home = &self.shards[self.home(new.hash)];
         loop {
             let step = {
                 let _home = sync::lock(home);
-                self.insert_in_window(&new)
+                self.insert_in_window(new)
             };
             let step = match step {
                 Some(step) => step,
@@ -86,24 +97,30 @@ impl<K: Hash + Eq + Clone> Table<K> {
                     let _spill = sync::lock(&self.spill);
                     let _home = sync::lock(home);
                     // The window may have changed while no lock was held: look again first.
-                    self.insert_in_window(&new).unwrap_or_else(|| self.insert_past_window(&new))
+                    self.insert_in_window(new).unwrap_or_else(|| self.insert_past_window(new))
                 }
             };
             match step {
-                Step::Done(found) => return found,
+                Step::Done(found) => return Ok(found),
                 Step::WaitFor(shard) => drop(sync::lock(&self.shards[shard])),
+                Step::Changed => return Err(Changed),
             }
         }
     }
 
     /// Under the home lock: the key if tracked, else a slot in its window (the first unused one,
     /// else an idle one); `None` if the window has no room and the key may go past it.
-    fn insert_in_window<Q>(&self, new: &Arrival<'_, Q>) -> Option<Step<'_, K>>
+    fn insert_in_window<Q>(&self, new: &Arrival<'_, Q, K>) -> Option<Step<'_, K>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        match self.search_locked(new.key, new.hash) {
+        // Under the home lock (and, past the window, the spill lock): a change of quota, which
+        // takes every lock, publishes its rate either before this insert or after it.
+        if !new.epoch.current() {
+            return Some(Step::Changed);
+        }
+        match self.search_locked(new.key, new.hash, new.epoch) {
             Search::Found(found) => return Some(Step::Done(Some(found))),
             Search::Sealed(shard) => return Some(Step::WaitFor(shard)),
             Search::Missing => {}
@@ -116,6 +133,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                 return Some(Step::Done(None));
             };
             let (group, side) = (at.line(), at.side());
+            new.epoch.convert(group, side);
             if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
                 let version =
                     group.fill(side, slot, self.new_key(new, group, slot), self.opening(new));
@@ -140,7 +158,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
     /// Under the spill lock and the home lock, with no room in the key's window: the first slot
     /// past it with room (unused or idle), in probe order, taking each other shard's lock in
     /// turn. If there is none, records when the table can next have room.
-    fn insert_past_window<Q>(&self, new: &Arrival<'_, Q>) -> Step<'_, K>
+    fn insert_past_window<Q>(&self, new: &Arrival<'_, Q, K>) -> Step<'_, K>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
@@ -164,6 +182,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                     return Step::Done(None);
                 };
                 let (group, side) = (at.line(), at.side());
+                new.epoch.convert(group, side);
                 let tags = group.tags_locked();
                 for (slot, &tag) in tags.iter().enumerate() {
                     let found = if tag == 0 {
@@ -191,7 +210,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
 
     /// Searches the probe sequence of `key` up to its reach, under its home lock (so exactly:
     /// only this lock's holder can give the key a slot).
-    fn search_locked<Q>(&self, key: &Q, hash: u64) -> Search<'_, K>
+    fn search_locked<Q>(&self, key: &Q, hash: u64, epoch: &dyn EpochOf<K>) -> Search<'_, K>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
@@ -200,6 +219,11 @@ impl<K: Hash + Eq + Clone> Table<K> {
         for p in 0..self.reach(hash) {
             let gi = self.position(hash, p);
             let Some(at) = self.at(gi) else { return Search::Missing };
+            // Groups of the home shard only (the lock held): a key past its window is in the
+            // rate its group was last converted to, which its check converts, under that lock.
+            if self.shard_of(gi) == self.home(hash) {
+                epoch.convert(at.line(), at.side());
+            }
             match at.find(key, tag) {
                 (Some((slot, version)), _) => {
                     let found = at.found(slot, version);
@@ -217,19 +241,19 @@ impl<K: Hash + Eq + Clone> Table<K> {
 
     /// What slot `slot` of `group` gets for the arriving key. Clones the key and the group's
     /// other keys, so it may panic in a key's `Clone`: it is made before the slot is touched.
-    fn new_key<Q>(&self, new: &Arrival<'_, Q>, group: &Group<K>, slot: usize) -> NewKey<K>
+    fn new_key<Q>(&self, new: &Arrival<'_, Q, K>, group: &Group<K>, slot: usize) -> NewKey<K>
     where
         Q: ?Sized + ToOwned<Owned = K>,
     {
         let keys = group.keys_with(slot, new.key.to_owned());
-        NewKey { keys, tag: tag_of(new.hash), now_ms: new.now_ms }
+        NewKey { keys, tag: tag_of(new.hash), now_ms: super::millis(new.now_ns) }
     }
 
     /// Moves idle slot `slot` of group `gi` (its `TAT` was `idle_tat`) to the arriving key, if it
     /// is still idle; see [`Group::reclaim`](super::group::Group::reclaim).
     fn reclaim<Q>(
         &self,
-        new: &Arrival<'_, Q>,
+        new: &Arrival<'_, Q, K>,
         gi: usize,
         (slot, idle_tat): (usize, u64),
     ) -> Option<Found<'_, K>>
@@ -241,7 +265,8 @@ impl<K: Hash + Eq + Clone> Table<K> {
         let version = at.line().reclaim(at.side(), (slot, idle_tat), new.now, key, |held| {
             // Relaxed: the new value reaches a later insert of the forgotten key through the
             // Release publication of the group that follows (it must find the key gone first).
-            let forgotten_at = self.marks.idle.fetch_max(new.now, Ordering::Relaxed).max(new.now);
+            let idle_ns = self.marks.idle.fetch_max(new.now_ns, Ordering::Relaxed);
+            let forgotten_at = new.rate.units_at(idle_ns).max(new.now);
             (new.start)().open(forgotten_at.max(held + 1), SEALED - 1)
         })?;
         Some(at.found(slot, version))
@@ -250,16 +275,16 @@ impl<K: Hash + Eq + Clone> Table<K> {
     /// Records that a request the table holds no bucket for (a peek, a cost above the burst) was
     /// decided at `now`: every new bucket starts at or above it, as that key's own bucket would
     /// have recorded it.
-    pub(crate) fn note_seen(&self, now: u64) {
+    pub(crate) fn note_seen(&self, now_ns: u64) {
         // Relaxed: as in `reclaim`; a later insert in the same thread reads it in program order.
-        self.marks.idle.fetch_max(now.min(SEALED - 1), Ordering::Relaxed);
+        self.marks.idle.fetch_max(now_ns, Ordering::Relaxed);
     }
 
     /// The first `TAT` of the arriving key's bucket in a never-used slot: from the latest time a
     /// key was forgotten, as the key's taker asks (see [`FirstState`]).
-    fn opening<Q: ?Sized>(&self, new: &Arrival<'_, Q>) -> u64 {
+    fn opening<Q: ?Sized>(&self, new: &Arrival<'_, Q, K>) -> u64 {
         // Relaxed: as in `reclaim`.
-        let forgotten_at = self.marks.idle.load(Ordering::Relaxed);
+        let forgotten_at = new.rate.units_at(self.marks.idle.load(Ordering::Relaxed));
         (new.start)().open(forgotten_at, SEALED - 1)
     }
 

@@ -11,6 +11,7 @@ mod key_blocks;
 mod model_hooks;
 mod overflow;
 mod page;
+mod requota;
 mod slot;
 mod snapshot;
 mod table;
@@ -25,6 +26,8 @@ pub use snapshot::KeyState;
 use crate::clock::{Clock, TscClock};
 use crate::gcra::Rate;
 use crate::quota::Quota;
+use crate::rate_cell::RateCell;
+use crate::sync::Mutex;
 use overflow::Overflow;
 use std::fmt;
 use std::hash::Hash;
@@ -86,8 +89,10 @@ use table::Table;
 /// under the table's insert locks for new keys.
 pub struct KeyedLimiter<K, C: Clock = TscClock> {
     table: Table<K>,
-    rate: Rate,
-    quota: Quota,
+    /// The rate in force, and its epoch (see `requota.rs`).
+    rates: RateCell,
+    /// Held by a change of quota: changes run one at a time (checks never take it).
+    changing: Mutex<()>,
     clock: C,
     overflow: Overflow<K>,
 }
@@ -189,14 +194,24 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// per shard): for tests and models that need a tiny table.
     #[doc(hidden)]
     pub fn with_layout(quota: Quota, shards: usize, slots_per_shard: usize, clock: C) -> Self {
-        let rate = quota.rate();
         KeyedLimiter {
             table: Table::new(shards, slots_per_shard),
-            rate,
-            quota,
+            rates: RateCell::new(quota),
+            changing: Mutex::new(()),
             clock,
             overflow: Overflow::new(OverflowPolicy::Deny),
         }
+    }
+
+    /// A table holding `capacity` keys (as [`with_capacity_and_clock`]) whose buckets follow
+    /// `rate`: `quota` compiled in other units, with the same burst (the colour meters count in
+    /// whole intervals, `Rate::in_intervals`).
+    ///
+    /// [`with_capacity_and_clock`]: KeyedLimiter::with_capacity_and_clock
+    pub(crate) fn with_rate(quota: Quota, rate: Rate, capacity: usize, clock: C) -> Self {
+        let (shards, slots_per_shard) = capacity::layout(capacity);
+        let rates = RateCell::with_rate(quota, rate);
+        KeyedLimiter { rates, ..Self::with_layout(quota, shards, slots_per_shard, clock) }
     }
 
     /// This limiter with overflow policy `policy` (the default is [`OverflowPolicy::Deny`]); its
@@ -276,12 +291,14 @@ impl<K, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.rates.quota()
     }
 
     /// The compiled rate every key's bucket follows.
+    /// The rate of the quota the limiter was made with: the rate of a table whose quota never
+    /// changes (the tables of rules, which change by reloads instead).
     pub(crate) fn rate(&self) -> &Rate {
-        &self.rate
+        self.rates.first()
     }
 
     /// The table of buckets.
@@ -312,7 +329,7 @@ fn millis(now_ns: u64) -> u32 {
 impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLimiter")
-            .field("quota", &self.quota)
+            .field("quota", &self.quota())
             .field("capacity", &self.table.capacity())
             .field("overflow", &self.overflow.policy)
             .finish_non_exhaustive()

@@ -118,6 +118,12 @@ impl<'g, K> Found<'g, K> {
         (self.page.group_index(self.index), self.slot, self.version as u32)
     }
 
+    /// The epoch of the limiter's rate the group's states are in (see `requota.rs`).
+    #[inline(always)]
+    pub(crate) fn epoch(&self) -> u32 {
+        self.group.epoch()
+    }
+
     /// Whether the slot is being given to another key right now.
     pub(crate) fn is_sealed(&self) -> bool {
         // Acquire: as in `Found::tat`.

@@ -49,16 +49,31 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn snapshot(&self) -> Vec<KeyState<K>> {
+        loop {
+            let (epoch, states) = self.read_states();
+            // A change of quota during the walk may have rewritten the rate read for groups
+            // behind: read again (changes are rare; each walk is short).
+            if self.rates.epoch() == epoch {
+                return one_reading_per_key(states);
+            }
+        }
+    }
+
+    /// One walk of the table: every slot's reading, and the epoch the rates were read at.
+    fn read_states(&self) -> (u64, Vec<KeyState<K>>) {
         let now_ns = self.clock.now_ns();
-        let now = self.rate.units_at(now_ns);
         let now_ms = super::millis(now_ns);
-        let scale = self.rate.scale();
+        let (epoch, rate) = self.rates.read();
+        // A group not yet converted to the quota in force is in the one before (`requota.rs`).
+        let before = self.rates.previous(epoch).unwrap_or(rate);
         let mut states = Vec::new();
-        self.table.for_each(|key, tat, used_ms| {
+        self.table.for_each(|key, tat, used_ms, group_epoch| {
             // A sealed slot's key is idle and being replaced by another key.
             if tat == super::group::SEALED {
                 return;
             }
+            let rate = if group_epoch == epoch as u32 { &rate } else { &before };
+            let (now, scale) = (rate.units_at(now_ns), rate.scale());
             let backlog = tat.saturating_sub(now);
             states.push(KeyState {
                 key,
@@ -68,7 +83,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
                 since_last_use: Duration::from_millis(u64::from(now_ms.wrapping_sub(used_ms))),
             });
         });
-        one_reading_per_key(states)
+        (epoch, states)
     }
 }
 

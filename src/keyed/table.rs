@@ -73,11 +73,13 @@ pub(crate) struct Table<K> {
 }
 
 pub(super) struct Marks {
-    /// The latest time (rate units) at which a slot was judged idle and its key forgotten, or a
-    /// request the table holds no bucket for (a peek) was decided. Every
-    /// new bucket starts at or above it. Only grows.
+    /// The latest clock reading (nanoseconds, so that it needs no conversion when the quota
+    /// changes) at which a slot was judged idle and its key forgotten, or a request the table
+    /// holds no bucket for (a peek) was decided. Every new bucket starts at or above it. Only
+    /// grows.
     pub(super) idle: AtomicU64,
-    /// No slot of the table can be idle before this time (rate units; 0: no such bound): when
+    /// No slot of the table can be idle before this time (rate units, reset to 0 when the quota
+    /// changes; 0: no such bound): when
     /// the whole table was last searched for room, every slot was used and busy until at least
     /// this time minus one, and a slot's `busy_until` never decreases. New keys before it are
     /// refused without a search. Only grows.
@@ -187,10 +189,34 @@ impl<K> Table<K> {
         reach.max(self.window)
     }
 
+    /// Runs `f` on every allocated group with its shard and side data (for a change of quota).
+    pub(crate) fn for_each_group(&self, mut f: impl FnMut(usize, &Group<K>, &Side<K>)) {
+        let page_groups = self.page_mask + 1;
+        for (i, page) in self.pages.iter().enumerate() {
+            let Some(page) = page.get() else { continue };
+            for j in 0..page_groups {
+                f(self.shard_of(i * page_groups + j), page.line(j), page.side(j));
+            }
+        }
+    }
+
+    /// Converts group `gi` with `conversion` (see `requota.rs`), under its shard's lock.
+    pub(crate) fn convert_group(&self, gi: usize, conversion: &impl super::insert::EpochOf<K>) {
+        if let Some(at) = self.at(gi) {
+            conversion.convert(at.line(), at.side());
+        }
+    }
+
+    /// Forgets the bound on when a slot may next be idle (its units are the old quota's).
+    pub(crate) fn forget_room_bound(&self) {
+        // Relaxed: called under every shard lock, which inserts (its only readers) take.
+        self.marks.no_room_before.store(0, Ordering::Relaxed);
+    }
+
     /// Every tracked key with its `TAT` and last use, without blocking checks: a group that
     /// changes key while read is read again (under its shard's lock after a few tries, which
     /// holds up inserts only).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(K, u64, u32))
+    pub(crate) fn for_each(&self, mut f: impl FnMut(K, u64, u32, u32))
     where
         K: Clone,
     {
@@ -206,8 +232,9 @@ impl<K> Table<K> {
                 // Under the lock no slot of the group changes key, so this read succeeds.
                 group.read_all(side).unwrap_or_default()
             });
+            let epoch = group.epoch();
             for (key, tat, used) in slots {
-                f(key, tat, used);
+                f(key, tat, used, epoch);
             }
         }
     }

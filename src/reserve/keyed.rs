@@ -4,8 +4,7 @@
 use crate::bucket;
 use crate::clock::Clock;
 use crate::decision::Denied;
-use crate::gcra::Rate;
-use crate::keyed::{Ask, FirstState, KeyedLimiter};
+use crate::keyed::KeyedLimiter;
 use crate::reserve::reservation::{duration_ns, Lane, Place};
 use crate::reserve::{Reservation, WaitPolicy};
 use std::borrow::Borrow;
@@ -16,10 +15,6 @@ use std::time::Duration;
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> Lane for KeyedLimiter<K, C> {
     fn clock_ns(&self) -> u64 {
         self.clock().now_ns()
-    }
-
-    fn rate(&self) -> &Rate {
-        KeyedLimiter::rate(self)
     }
 
     /// Undoes the place in the slot it was granted in. If the slot has since been given to another
@@ -176,14 +171,17 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
         let now_ns = self.clock().now_ns();
-        let rate = KeyedLimiter::rate(self);
-        let now = rate.units_at(now_ns);
-        let max_wait = rate.ns_to_units_ceil(duration_ns(max_wait));
+        let hash = self.table().hash(key);
         // The shared overflow bucket keeps no places: a key with no room is denied here.
-        let ask =
-            Ask { now, now_ns, n, max_wait, shared_overflow: false, start: &|| FirstState::EMPTY };
-        let taken = self.take(key, ask).map_err(|declined| declined.denied())?;
-        let slot = taken.slot.map(|found| found.locator());
-        Ok(Place::granted_in(rate, now, n, taken.state, slot))
+        self.take_in_force(
+            key,
+            hash,
+            (now_ns, n, duration_ns(max_wait)),
+            false,
+            |rate, now, taken| {
+                let slot = taken.slot.map(|found| found.locator());
+                Place::granted_in(rate, now, n, taken.state, slot)
+            },
+        )
     }
 }

@@ -88,8 +88,6 @@ enum LaneRef<'a> {
 pub(crate) trait Lane: Send + Sync {
     /// The limiter's clock, in nanoseconds.
     fn clock_ns(&self) -> u64;
-    /// The limiter's rate.
-    fn rate(&self) -> &Rate;
     /// Undoes `place` if it is still the last request its bucket granted (see [`Place`]).
     fn give_back(&self, place: &Place) -> bool;
 }
@@ -97,6 +95,9 @@ pub(crate) trait Lane: Send + Sync {
 /// A granted place in a bucket's queue.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Place {
+    /// The rate it was granted at (its units are the fields' below; a change of quota later
+    /// does not move a reservation already granted).
+    pub(crate) rate: Rate,
     /// `n * S`: the units of state this reservation holds (0 for a reservation of cost 0).
     pub(crate) cost: u64,
     /// `TAT_r`: the bucket's state just after this reservation was made, in units.
@@ -125,17 +126,13 @@ impl Place {
         let cost = if n == 0 { 0 } else { rate.cost(n) };
         let ready_at =
             if n == 0 { now } else { tat_after.saturating_sub(rate.scale().tau()).max(now) };
-        Place { cost, tat_after, ready_at, slot }
+        Place { rate: *rate, cost, tat_after, ready_at, slot }
     }
 }
 
 impl<C: Clock> Lane for Limiter<C> {
     fn clock_ns(&self) -> u64 {
         self.clock().now_ns()
-    }
-
-    fn rate(&self) -> &Rate {
-        Limiter::rate(self)
     }
 
     fn give_back(&self, place: &Place) -> bool {
@@ -207,10 +204,11 @@ impl<C: Clock> Limiter<C> {
 
     /// Takes `n` units allowing `max_wait`, and says where they are.
     fn place(&self, n: u64, max_wait: Duration) -> Result<Place, Denied> {
-        let now = self.now();
-        let max_wait = self.rate().ns_to_units_ceil(duration_ns(max_wait));
-        let tat_after = self.take(now, n, max_wait)?;
-        Ok(Place::granted(self.rate(), now, n, tat_after))
+        // A wait of 0 ns allows nothing past the boundary: the meter's check.
+        let max_wait_ns = duration_ns(max_wait);
+        self.take(self.clock().now_ns(), n, max_wait_ns, |tat_after, now, rate| {
+            Place::granted(rate, now, n, tat_after)
+        })
     }
 }
 
@@ -251,7 +249,7 @@ impl<'a> Reservation<'a> {
 
     /// [`ready_at`](Reservation::ready_at) in nanoseconds of the limiter's clock.
     pub(crate) fn ready_at_ns(&self) -> u64 {
-        self.lane().rate().first_ns_reaching(self.place.ready_at)
+        self.place.rate.first_ns_reaching(self.place.ready_at)
     }
 
     /// The limiter's clock, in nanoseconds.
@@ -306,7 +304,7 @@ impl<'a> Reservation<'a> {
     /// ```
     pub fn cancel(self) -> bool {
         let lane = self.lane();
-        let now = lane.rate().units_at(lane.clock_ns());
+        let now = self.place.rate.units_at(lane.clock_ns());
         // Not yet due: `TAT_r - tau > now`, and the cost is at most tau, so the undo's target
         // `TAT_r - cost` is past the clock: the undo never moves `TAT` behind the time it was
         // asked at.

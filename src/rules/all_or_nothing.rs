@@ -242,7 +242,16 @@ impl<C: Clock + 'static> Pass<'_, C> {
         let (rule, quota) = (entry.rule as usize, entry.quota as usize);
         let chosen = Cell::new(None);
         let start = || first_state(&chosen, generation, key, rule, quota);
-        let ask = Ask { now, now_ns, n: self.n, max_wait: 0, shared_overflow: true, start: &start };
+        let ask = Ask {
+            now,
+            now_ns,
+            n: self.n,
+            max_wait: 0,
+            shared_overflow: true,
+            start: &start,
+            epoch: 0,
+            rate: table.rate(),
+        };
         match table.take(key, ask) {
             Ok(taken) if taken.state != MOVED || self.moved_is_final => {
                 (entry.state, entry.now) = (taken.state, taken.now);
@@ -273,7 +282,16 @@ impl<C: Clock + 'static> Pass<'_, C> {
         let key = self.keys[entry.key as usize];
         // A peek never gives a key a slot, so it chooses no first state.
         let start = || FirstState::EMPTY;
-        let ask = Ask { now, now_ns, n: 0, max_wait: 0, shared_overflow: true, start: &start };
+        let ask = Ask {
+            now,
+            now_ns,
+            n: 0,
+            max_wait: 0,
+            shared_overflow: true,
+            start: &start,
+            epoch: 0,
+            rate: table.rate(),
+        };
         let tat = table.take(key, ask).map_or(now, |taken| taken.state);
         if tat == MOVED && !self.moved_is_final {
             return true;

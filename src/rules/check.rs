@@ -186,7 +186,16 @@ impl<C: Clock + 'static> RuleLimiter<C> {
         let now = table.rate().units_at(now_ns);
         let chosen = Cell::new(None);
         let start = || first_state(&chosen, generation, key, rule_number, 0);
-        let ask = Ask { now, now_ns, n, max_wait: 0, shared_overflow: true, start: &start };
+        let ask = Ask {
+            now,
+            now_ns,
+            n,
+            max_wait: 0,
+            shared_overflow: true,
+            start: &start,
+            epoch: 0,
+            rate: table.rate(),
+        };
         match table.take_hashed(key, hash, ask) {
             Ok(taken) if taken.state != MOVED || moved_is_final => {
                 rule.counters.add_at(thread, Count::Admitted);

@@ -276,7 +276,9 @@ impl<C: Clock> Generation<C> {
 pub(crate) fn carry(tat: u64, from: &Rate, to: &Rate, at_ns: u64) -> FirstState {
     match level(tat, from, to, at_ns) {
         0 => FirstState::EMPTY,
-        level => FirstState { at_least: to.ns_to_units_ceil(at_ns), level },
+        level => {
+            FirstState { at_least: to.ns_to_units_ceil(at_ns).saturating_add(to.origin()), level }
+        }
     }
 }
 
@@ -295,14 +297,9 @@ pub(crate) fn handed_over_part(cost: u64, from: &Rate, to: &Rate) -> u64 {
 }
 
 /// The level of a bucket whose state was `tat` in rate `from`, as of `at_ns`, in units of rate
-/// `to`: `(tat - now) / T` rounded up to whole units of `to` (against the caller), capped at
-/// `to`'s burst.
+/// `to` (see [`Rate::level_in`]).
 pub(crate) fn level(tat: u64, from: &Rate, to: &Rate, at_ns: u64) -> u64 {
-    // Rounded down, so the backlog (and the level) is never smaller than exact.
-    let backlog = tat.saturating_sub(from.units_at(at_ns));
-    let (from_s, to_s) = (from.scale().interval(), to.scale().interval());
-    let level = (u128::from(backlog) * u128::from(to_s)).div_ceil(u128::from(from_s));
-    u64::try_from(level).unwrap_or(u64::MAX).min(to.scale().tau())
+    from.level_in(tat, to, at_ns)
 }
 
 #[cfg(all(test, not(loom)))]

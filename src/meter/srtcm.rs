@@ -1,0 +1,347 @@
+//! [`SrTcm`]: RFC 2697's single-rate three-colour marker on two GCRA words, and the decision
+//! both it and [`KeyedSrTcm`](super::KeyedSrTcm) make (see the module docs for why it is exact
+//! and all or nothing).
+
+use super::words::{MeterWord, SrRates};
+use super::{Color, MeterError};
+use crate::bucket::{self, Word};
+use crate::clock::{Clock, TscClock};
+use crate::quota::Quota;
+use crate::sync::{fence, Ordering};
+use crossbeam_utils::CachePadded;
+use std::fmt;
+
+/// The two words of one srTCM, wherever they are: a [`SrTcm`]'s own, or a flow's in a keyed
+/// meter's tables. Each method works at the decision's time, in ticks of CIR.
+pub(super) trait SrWords {
+    /// Where a charge of `A` was made, to give it back.
+    type Charge: Copy;
+    /// `C`'s state, loaded with `Acquire`; `now` for a flow with no bucket `C` (idle: full).
+    fn committed(&self) -> u64;
+    /// `A`'s state, loaded after [`SrWords::committed`]; `u64::MAX` if it cannot be read.
+    fn total(&self) -> u64;
+    /// Takes `n` from `A` at its own rate: the state left and where, or `None` when refused.
+    fn take_total(&self, n: u64) -> Option<(u64, Self::Charge)>;
+    /// Takes `n` from `C`: whether it conformed.
+    fn take_committed(&self, n: u64) -> bool;
+    /// The yellow step: takes `n` from `A` at the rate of `E`, at time `now_e`: whether it
+    /// conformed.
+    fn take_excess(&self, n: u64, now_e: u64) -> bool;
+    /// Gives back a charge of `n` that left `A` at `after`, made at the decision's time.
+    fn give_back(&self, at: Self::Charge, after: u64, n: u64);
+}
+
+/// The colour-blind decision for a packet of `n` at `now`.
+#[inline]
+pub(super) fn blind<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64) -> Color {
+    if n == 0 {
+        return Color::Green;
+    }
+    let c = words.committed();
+    if rates.committed.admit(c, now, n, 0).is_err() {
+        return excess(words, c, now, n);
+    }
+    let Some((after, at)) = words.take_total(n) else {
+        // `A` refuses: `Tc + Te < n` counting every packet in flight, so neither colour pays.
+        return Color::Red;
+    };
+    // Release: a reader of `C` that sees this charge (Acquire) sees the charge of `A` above.
+    fence(Ordering::Release);
+    if words.take_committed(n) {
+        return Color::Green;
+    }
+    raced(words, rates, now, n, (after, at))
+}
+
+/// A packet that went for green but lost `C` to another after its charge of `A`: yellow if `E`
+/// pays for it as the words stand, otherwise red, its charge of `A` given back.
+#[cold]
+fn raced<W: SrWords>(
+    words: &W,
+    rates: &SrRates,
+    now: u64,
+    n: u64,
+    taken: (u64, W::Charge),
+) -> Color {
+    let c = words.committed();
+    let a = words.total();
+    if a <= c.max(now).saturating_add(rates.excess.scale().tau()) {
+        return Color::Yellow;
+    }
+    words.give_back(taken.1, taken.0, n);
+    Color::Red
+}
+
+/// Yellow if `E` pays for `n` with `C` at `c`, else red.
+#[inline]
+fn excess<W: SrWords>(words: &W, c: u64, now: u64, n: u64) -> Color {
+    if words.take_excess(n, c.max(now)) {
+        Color::Yellow
+    } else {
+        Color::Red
+    }
+}
+
+/// The colour-aware decision for a packet of `n` coloured `pre` at `now`.
+#[inline]
+pub(super) fn aware<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64, pre: Color) -> Color {
+    match pre {
+        Color::Green => blind(words, rates, now, n),
+        Color::Yellow if n == 0 => Color::Yellow,
+        Color::Yellow => excess(words, words.committed(), now, n),
+        Color::Red => Color::Red,
+    }
+}
+
+/// RFC 2697's single-rate three-colour marker: a committed rate (CIR) with its committed burst
+/// (CBS) and an excess burst (EBS), shared by reference or `Arc` among threads.
+///
+/// A packet of `B` (bytes, for a byte quota) is green if the committed bucket holds `B`,
+/// else yellow if the excess bucket does, else red; the buckets start full, gain one unit at each
+/// tick of CIR, and the excess bucket fills only with what overflows the committed one. The
+/// colours are the RFC's exactly (ticks at the multiples of `1 / CIR` from the clock's origin),
+/// each bucket is one GCRA word, and a packet takes exactly what its colour takes, never part of
+/// it, however many threads meter at once (see [`docs::packets`](crate::docs::packets)).
+///
+/// ```
+/// use leakgate::{Color, ManualClock, Quota, SrTcm};
+/// use std::time::Duration;
+///
+/// // CIR 1 MB/s, CBS 3000 bytes, EBS 1500 bytes.
+/// let clock = ManualClock::new();
+/// let meter = SrTcm::with_clock("1 MB/s burst 3000 B".parse::<Quota>()?, 1500, clock.clone())?;
+/// assert_eq!(meter.color_blind(1500), Color::Green);
+/// assert_eq!(meter.color_blind(1500), Color::Green);
+/// assert_eq!(meter.color_blind(1500), Color::Yellow);
+/// assert_eq!(meter.color_blind(1500), Color::Red);
+/// clock.advance(Duration::from_micros(1500)); // 1500 bytes at 1 MB/s
+/// assert_eq!(meter.color_blind(1500), Color::Green);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct SrTcm<C: Clock = TscClock> {
+    /// The two words, side by side on one line: every green packet writes both.
+    words: CachePadded<Words>,
+    rates: SrRates,
+    committed: Quota,
+    ebs: u64,
+    clock: C,
+}
+
+/// `C` and `A` (the total `Tc + Te`): `TAT`s in ticks of CIR since the clock's origin (0: a
+/// new, full bucket). Read and written only through [`crate::bucket`].
+#[derive(Debug, Default)]
+struct Words {
+    committed: MeterWord,
+    total: MeterWord,
+}
+
+impl SrTcm<TscClock> {
+    /// An srTCM of CIR and CBS `committed` (its rate and burst) and EBS `ebs`, on the default
+    /// clock. EBS may be 0 (then nothing is yellow); CBS + EBS must make a valid burst of the
+    /// quota.
+    ///
+    /// ```
+    /// let meter = leakgate::SrTcm::new("10 MB/s burst 64 KiB".parse()?, 128 * 1024)?;
+    /// assert_eq!(meter.color_blind(1500), leakgate::Color::Green);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(committed: Quota, ebs: u64) -> Result<Self, MeterError> {
+        Self::with_clock(committed, ebs, TscClock::new())
+    }
+}
+
+impl<C: Clock> SrTcm<C> {
+    /// An srTCM as [`SrTcm::new`], reading time from `clock`.
+    ///
+    /// ```
+    /// use leakgate::{ManualClock, Quota, SrTcm};
+    /// let meter = SrTcm::with_clock(Quota::bytes_per_second(1000)?, 500, ManualClock::new())?;
+    /// assert_eq!(meter.tokens_at(0), (1000, 500)); // both buckets start full
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_clock(committed: Quota, ebs: u64, clock: C) -> Result<Self, MeterError> {
+        let (rates, _) = SrRates::new(committed, ebs)?;
+        Ok(SrTcm { words: CachePadded::default(), rates, committed, ebs, clock })
+    }
+
+    /// The colour of a packet of `bytes` (the quota's units), metered now, colour-blind: green,
+    /// yellow or red, taking from the buckets what that colour takes. Never blocks, allocates
+    /// or panics.
+    ///
+    /// ```
+    /// # use leakgate::{Color, ManualClock, Quota, SrTcm};
+    /// let meter = SrTcm::with_clock(Quota::bytes_per_second(1000)?, 1000, ManualClock::new())?;
+    /// assert_eq!(meter.color_blind(600), Color::Green);
+    /// assert_eq!(meter.color_blind(600), Color::Yellow); // 400 left in C, 1000 in E
+    /// assert_eq!(meter.color_blind(600), Color::Red); // 400 in each: neither pays alone
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn color_blind(&self, bytes: u64) -> Color {
+        self.color_blind_at(bytes, self.clock.now_ns())
+    }
+
+    /// [`color_blind`](SrTcm::color_blind) at `now_ns`, a reading of this meter's clock made by
+    /// the caller (say once per burst of packets).
+    ///
+    /// ```
+    /// # use leakgate::{Clock, Color, Quota, SrTcm};
+    /// let meter = SrTcm::new(Quota::bytes_per_second(1_000_000)?, 0)?;
+    /// let now = meter.clock().now_ns();
+    /// let colours: Vec<Color> = [1500, 1500].iter().map(|&len| meter.color_blind_at(len, now)).collect();
+    /// assert_eq!(colours, [Color::Green, Color::Green]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn color_blind_at(&self, bytes: u64, now_ns: u64) -> Color {
+        let now = self.rates.ticks.at(now_ns);
+        blind(&At { meter: self, now }, &self.rates, now, bytes)
+    }
+
+    /// The colour of a packet of `bytes` that arrives coloured `pre`, metered now, colour-aware
+    /// (RFC 2697): a green packet as [`color_blind`](SrTcm::color_blind); a yellow one yellow if
+    /// the excess bucket pays for it, else red; a red one red, taking nothing.
+    ///
+    /// ```
+    /// # use leakgate::{Color, ManualClock, Quota, SrTcm};
+    /// let meter = SrTcm::with_clock(Quota::bytes_per_second(1000)?, 1000, ManualClock::new())?;
+    /// assert_eq!(meter.color_aware(600, Color::Yellow), Color::Yellow); // C is not touched
+    /// assert_eq!(meter.color_aware(600, Color::Green), Color::Green);
+    /// assert_eq!(meter.color_aware(1, Color::Red), Color::Red);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn color_aware(&self, bytes: u64, pre: Color) -> Color {
+        self.color_aware_at(bytes, pre, self.clock.now_ns())
+    }
+
+    /// [`color_aware`](SrTcm::color_aware) at `now_ns`, a reading of this meter's clock made by
+    /// the caller.
+    ///
+    /// ```
+    /// # use leakgate::{Color, ManualClock, Quota, SrTcm};
+    /// let meter = SrTcm::with_clock(Quota::bytes_per_second(1000)?, 0, ManualClock::new())?;
+    /// assert_eq!(meter.color_aware_at(1, Color::Yellow, 0), Color::Red); // EBS 0
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn color_aware_at(&self, bytes: u64, pre: Color, now_ns: u64) -> Color {
+        let now = self.rates.ticks.at(now_ns);
+        aware(&At { meter: self, now }, &self.rates, now, bytes, pre)
+    }
+
+    /// The RFC's token counts `(Tc, Te)` at `now_ns`: what the committed and excess buckets
+    /// hold.
+    ///
+    /// ```
+    /// # use leakgate::{Color, ManualClock, Quota, SrTcm};
+    /// let meter = SrTcm::with_clock(Quota::bytes_per_second(1000)?, 500, ManualClock::new())?;
+    /// assert_eq!(meter.color_blind_at(1200, 0), Color::Red); // more than Tc, and than Te
+    /// assert_eq!(meter.color_blind_at(800, 0), Color::Green);
+    /// assert_eq!(meter.tokens_at(0), (200, 500));
+    /// assert_eq!(meter.tokens_at(1_000_000_000), (1000, 500)); // refilled after a second
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tokens_at(&self, now_ns: u64) -> (u64, u64) {
+        let now = self.rates.ticks.at(now_ns);
+        let at = At { meter: self, now };
+        let (c, a) = (at.committed().max(now), at.total().max(now));
+        (
+            self.committed.burst().saturating_sub(c - now),
+            self.ebs.saturating_sub(a.saturating_sub(c)),
+        )
+    }
+
+    /// The committed rate and burst (CIR and CBS).
+    ///
+    /// ```
+    /// # use leakgate::{Quota, SrTcm};
+    /// let q: Quota = "1 Gbit/s burst 1 MB".parse()?;
+    /// assert_eq!(SrTcm::new(q, 0)?.committed(), q);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn committed(&self) -> Quota {
+        self.committed
+    }
+
+    /// The excess burst size (EBS).
+    ///
+    /// ```
+    /// # use leakgate::{Quota, SrTcm};
+    /// assert_eq!(SrTcm::new(Quota::bytes_per_second(1000)?, 750)?.excess_burst(), 750);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn excess_burst(&self) -> u64 {
+        self.ebs
+    }
+
+    /// The clock this meter reads (and that caller times must come from).
+    ///
+    /// ```
+    /// # use leakgate::{ManualClock, Quota, SrTcm};
+    /// let meter = SrTcm::with_clock(Quota::bytes_per_second(1000)?, 0, ManualClock::new())?;
+    /// meter.clock().advance(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+/// A decision's view of a [`SrTcm`]'s words, at `now` (ticks).
+struct At<'m, C: Clock> {
+    meter: &'m SrTcm<C>,
+    now: u64,
+}
+
+impl<C: Clock> SrWords for At<'_, C> {
+    type Charge = ();
+
+    #[inline]
+    fn committed(&self) -> u64 {
+        let Ok(tat) = self.meter.words.committed.load();
+        tat
+    }
+
+    #[inline]
+    fn total(&self) -> u64 {
+        let Ok(tat) = self.meter.words.total.load();
+        tat
+    }
+
+    #[inline]
+    fn take_total(&self, n: u64) -> Option<(u64, ())> {
+        let Ok(taken) =
+            bucket::take(&self.meter.words.total, &self.meter.rates.total, self.now, n, 0);
+        taken.ok().map(|after| (after, ()))
+    }
+
+    #[inline]
+    fn take_committed(&self, n: u64) -> bool {
+        let rate = &self.meter.rates.committed;
+        matches!(bucket::take(&self.meter.words.committed, rate, self.now, n, 0), Ok(Ok(_)))
+    }
+
+    #[inline]
+    fn take_excess(&self, n: u64, now_e: u64) -> bool {
+        let rate = &self.meter.rates.excess;
+        matches!(bucket::take(&self.meter.words.total, rate, now_e, n, 0), Ok(Ok(_)))
+    }
+
+    fn give_back(&self, _: (), after: u64, n: u64) {
+        let (rates, clock, now) = (&self.meter.rates, &self.meter.clock, self.now);
+        let rate = &rates.total;
+        // The clock is read after the value to be lowered was seen: see `bucket::give_back`.
+        let later = || now.max(rates.ticks.at(clock.now_ns()));
+        let Ok(_) = bucket::give_back(&self.meter.words.total, after, rate.cost(n), now, later);
+    }
+}
+
+impl<C: Clock> fmt::Debug for SrTcm<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SrTcm")
+            .field("committed", &self.committed)
+            .field("ebs", &self.ebs)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,284 @@
+//! The colour meters against plain models of RFC 2697 and RFC 2698, written from the RFCs'
+//! text: buckets that start full and gain one token at each tick of their rate (at `k * T`,
+//! `T = 1 / rate`, counted from the clock's origin), in the RFCs' update order, and the RFCs'
+//! colour rules. One thread, a monotone clock; the meters are driven by a `ManualClock` and by
+//! caller time, and every colour and every token count must be the model's exactly.
+
+use leakgate::{Color, KeyedSrTcm, KeyedTrTcm, ManualClock, Quota, SrTcm, TrTcm};
+use proptest::prelude::*;
+use std::time::Duration;
+
+/// Ticks of a rate of `count` per `period_ns` that have fallen by `t_ns`: `floor(t * count /
+/// period)`, exactly.
+fn ticks(t_ns: u64, count: u64, period_ns: u64) -> u64 {
+    (u128::from(t_ns) * u128::from(count) / u128::from(period_ns)) as u64
+}
+
+/// RFC 2697, section 3, as written.
+#[derive(Clone, Debug)]
+struct RefSrTcm {
+    cir: (u64, u64),
+    cbs: u64,
+    ebs: u64,
+    tc: u64,
+    te: u64,
+    ticks: u64,
+}
+
+impl RefSrTcm {
+    fn new(cir: (u64, u64), cbs: u64, ebs: u64) -> Self {
+        // "The token buckets C and E are initially (at time 0) full."
+        RefSrTcm { cir, cbs, ebs, tc: cbs, te: ebs, ticks: 0 }
+    }
+
+    /// "Thereafter, the token counts Tc and Te are updated CIR times per second as follows: If
+    /// Tc is less than CBS, Tc is incremented by one, else if Te is less then EBS, Te is
+    /// incremented by one, else neither Tc nor Te is incremented."
+    fn advance(&mut self, t_ns: u64) {
+        let now = ticks(t_ns, self.cir.0, self.cir.1);
+        while self.ticks < now {
+            self.ticks += 1;
+            if self.tc < self.cbs {
+                self.tc += 1;
+            } else if self.te < self.ebs {
+                self.te += 1;
+            } else {
+                // Both full: the remaining ticks change nothing.
+                self.ticks = now;
+            }
+        }
+    }
+
+    /// Colour-aware metering; colour-blind is `pre = Green` (the RFC's two lists agree there).
+    fn meter(&mut self, t_ns: u64, b: u64, pre: Color) -> Color {
+        self.advance(t_ns);
+        if pre == Color::Green && self.tc >= b {
+            self.tc -= b;
+            Color::Green
+        } else if pre != Color::Red && self.te >= b {
+            self.te -= b;
+            Color::Yellow
+        } else {
+            Color::Red
+        }
+    }
+}
+
+/// RFC 2698, section 3, as written.
+#[derive(Clone, Debug)]
+struct RefTrTcm {
+    pir: (u64, u64),
+    cir: (u64, u64),
+    pbs: u64,
+    cbs: u64,
+    tp: u64,
+    tc: u64,
+    ticks: (u64, u64),
+}
+
+impl RefTrTcm {
+    fn new(pir: (u64, u64), pbs: u64, cir: (u64, u64), cbs: u64) -> Self {
+        RefTrTcm { pir, cir, pbs, cbs, tp: pbs, tc: cbs, ticks: (0, 0) }
+    }
+
+    /// "The token count Tp is incremented by one PIR times per second up to PBS and the token
+    /// count Tc is incremented by one CIR times per second up to CBS."
+    fn advance(&mut self, t_ns: u64) {
+        let (p, c) = (ticks(t_ns, self.pir.0, self.pir.1), ticks(t_ns, self.cir.0, self.cir.1));
+        self.tp = self.pbs.min(self.tp + (p - self.ticks.0).min(self.pbs));
+        self.tc = self.cbs.min(self.tc + (c - self.ticks.1).min(self.cbs));
+        self.ticks = (p, c);
+    }
+
+    fn meter(&mut self, t_ns: u64, b: u64, pre: Color) -> Color {
+        self.advance(t_ns);
+        if pre == Color::Red || self.tp < b {
+            Color::Red
+        } else if pre == Color::Yellow || self.tc < b {
+            self.tp -= b;
+            Color::Yellow
+        } else {
+            self.tp -= b;
+            self.tc -= b;
+            Color::Green
+        }
+    }
+}
+
+/// One packet: the time since the last one (ns), its size, its colour on arrival, its flow.
+#[derive(Clone, Debug)]
+struct Packet {
+    wait_ns: u64,
+    size: u64,
+    pre: Color,
+    flow: u8,
+}
+
+fn packets(max_wait_ns: u64) -> impl Strategy<Value = Vec<Packet>> {
+    let packet = (
+        prop_oneof![3 => Just(0u64), 4 => 0..max_wait_ns, 1 => 0..max_wait_ns * 40],
+        prop_oneof![4 => 1u64..1600, 1 => 0u64..5000],
+        prop_oneof![4 => Just(Color::Green), 1 => Just(Color::Yellow), 1 => Just(Color::Red)],
+        0u8..3,
+    )
+        .prop_map(|(wait_ns, size, pre, flow)| Packet { wait_ns, size, pre, flow });
+    proptest::collection::vec(packet, 1..120)
+}
+
+/// A rate as `(count, period_ns)`: one unit every `t` ns, written as `k` per `k * t` (whole
+/// nanosecond intervals), or `3` per `t` (a third of `t`: intervals that are not whole
+/// nanoseconds).
+fn rate() -> impl Strategy<Value = (u64, u64)> {
+    prop_oneof![
+        (1u64..4, 1u64..3000).prop_map(|(k, t)| (k, k * t)),
+        (1u64..3000).prop_map(|t| (3, t))
+    ]
+}
+
+fn bytes(rate: (u64, u64), burst: u64) -> Quota {
+    Quota::bytes(rate.0, Duration::from_nanos(rate.1), burst).unwrap()
+}
+
+proptest! {
+    /// srTCM: every colour and every `(Tc, Te)` as RFC 2697 gives them, colour-blind and
+    /// colour-aware, on the meter's clock and with caller time, for one meter and per flow.
+    #[test]
+    fn srtcm_colours_are_the_rfcs(
+        cir in rate(),
+        cbs in 1u64..4000,
+        ebs in prop_oneof![Just(0u64), 0u64..4000],
+        blind in any::<bool>(),
+        stream in packets(3000),
+    ) {
+        let clock = ManualClock::new();
+        let own = SrTcm::with_clock(bytes(cir, cbs), ebs, clock.clone()).unwrap();
+        let caller = SrTcm::with_clock(bytes(cir, cbs), ebs, ManualClock::new()).unwrap();
+        let keyed = KeyedSrTcm::<u8, _>::with_capacity_and_clock(bytes(cir, cbs), ebs, 64, ManualClock::new()).unwrap();
+        let mut one = RefSrTcm::new(cir, cbs, ebs);
+        let mut flows = vec![RefSrTcm::new(cir, cbs, ebs); 3];
+        let mut t = 0;
+        for p in stream {
+            t += p.wait_ns;
+            clock.set(Duration::from_nanos(t));
+            let pre = if blind { Color::Green } else { p.pre };
+            let expected = one.meter(t, p.size, pre);
+            let (by_clock, at) = if blind {
+                (own.color_blind(p.size), caller.color_blind_at(p.size, t))
+            } else {
+                (own.color_aware(p.size, pre), caller.color_aware_at(p.size, pre, t))
+            };
+            prop_assert_eq!(by_clock, expected, "{:?} at {}", p, t);
+            prop_assert_eq!(at, expected, "caller time: {:?} at {}", p, t);
+            prop_assert_eq!(own.tokens_at(t), (one.tc, one.te));
+            let flow = usize::from(p.flow);
+            let expected = flows[flow].meter(t, p.size, pre);
+            prop_assert_eq!(keyed.color_aware_at(&p.flow, p.size, pre, t), expected, "flow {:?}", p);
+            prop_assert_eq!(keyed.tokens_at(&p.flow, t), (flows[flow].tc, flows[flow].te));
+        }
+    }
+
+    /// trTCM: every colour and every `(Tp, Tc)` as RFC 2698 gives them.
+    #[test]
+    fn trtcm_colours_are_the_rfcs(
+        cir in rate(),
+        speedup in 1u64..4,
+        pbs in 1u64..4000,
+        cbs in 1u64..4000,
+        blind in any::<bool>(),
+        stream in packets(3000),
+    ) {
+        // PIR >= CIR: the same count in a period `speedup` times shorter (rounded up, so the
+        // peak period is never zero).
+        let pir = (cir.0, cir.1.div_ceil(speedup));
+        let clock = ManualClock::new();
+        let own = TrTcm::with_clock(bytes(pir, pbs), bytes(cir, cbs), clock.clone()).unwrap();
+        let caller = TrTcm::with_clock(bytes(pir, pbs), bytes(cir, cbs), ManualClock::new()).unwrap();
+        let keyed = KeyedTrTcm::<u8, _>::with_capacity_and_clock(bytes(pir, pbs), bytes(cir, cbs), 64, ManualClock::new()).unwrap();
+        let mut one = RefTrTcm::new(pir, pbs, cir, cbs);
+        let mut flows = vec![RefTrTcm::new(pir, pbs, cir, cbs); 3];
+        let mut t = 0;
+        for p in stream {
+            t += p.wait_ns;
+            clock.set(Duration::from_nanos(t));
+            let pre = if blind { Color::Green } else { p.pre };
+            let expected = one.meter(t, p.size, pre);
+            let (by_clock, at) = if blind {
+                (own.color_blind(p.size), caller.color_blind_at(p.size, t))
+            } else {
+                (own.color_aware(p.size, pre), caller.color_aware_at(p.size, pre, t))
+            };
+            prop_assert_eq!(by_clock, expected, "{:?} at {}", p, t);
+            prop_assert_eq!(at, expected, "caller time: {:?} at {}", p, t);
+            prop_assert_eq!(own.tokens_at(t), (one.tp, one.tc));
+            let flow = usize::from(p.flow);
+            let expected = flows[flow].meter(t, p.size, pre);
+            prop_assert_eq!(keyed.color_aware_at(&p.flow, p.size, pre, t), expected, "flow {:?}", p);
+            prop_assert_eq!(keyed.tokens_at(&p.flow, t), (flows[flow].tp, flows[flow].tc));
+        }
+    }
+}
+
+proptest! {
+    /// Slow rates whose interval is no whole number of nanoseconds, far along the clock: the
+    /// ticks still fall exactly where the RFCs' do (no rounding of the rate moves them).
+    #[test]
+    fn colours_are_the_rfcs_far_along_the_clock(
+        count in 1u64..10,
+        period in 1_000_000_000u64..4_000_000_000_000,
+        start in (1u64 << 60)..(1u64 << 62),
+        cbs in 1u64..20,
+        ebs in 0u64..20,
+        steps in proptest::collection::vec((0u64..3, 0u64..1000, 0u64..25), 1..60),
+    ) {
+        let cir = (count, period);
+        let sr = SrTcm::with_clock(bytes(cir, cbs), ebs, ManualClock::new()).unwrap();
+        let pir = (2 * count, period);
+        let tr = TrTcm::with_clock(bytes(pir, cbs + ebs), bytes(cir, cbs), ManualClock::new()).unwrap();
+        let (mut sr_ref, mut tr_ref) = (RefSrTcm::new(cir, cbs, ebs), RefTrTcm::new(pir, cbs + ebs, cir, cbs));
+        let mut t = start;
+        for (periods, thousandths, size) in steps {
+            // Whole periods and a fraction of one, so that readings fall near ticks too.
+            t += periods * period + period / 1000 * thousandths;
+            prop_assert_eq!(sr.color_blind_at(size, t), sr_ref.meter(t, size, Color::Green), "srTCM at {}", t);
+            prop_assert_eq!(sr.tokens_at(t), (sr_ref.tc, sr_ref.te));
+            prop_assert_eq!(tr.color_blind_at(size, t), tr_ref.meter(t, size, Color::Green), "trTCM at {}", t);
+            prop_assert_eq!(tr.tokens_at(t), (tr_ref.tp, tr_ref.tc));
+        }
+    }
+}
+
+#[test]
+fn the_excess_bucket_fills_only_with_what_overflows_the_committed_one() {
+    // CIR 1 byte per microsecond, CBS 1000, EBS 500. Empty both, then watch the refill.
+    let clock = ManualClock::new();
+    let meter = SrTcm::with_clock(bytes((1, 1000), 1000), 500, clock.clone()).unwrap();
+    assert_eq!(meter.color_blind(1000), Color::Green);
+    assert_eq!(meter.color_blind(500), Color::Yellow);
+    assert_eq!(meter.tokens_at(0), (0, 0));
+    // 999 ticks: all to C, none to E.
+    assert_eq!(meter.tokens_at(999_999), (999, 0));
+    // The 1000th fills C; from then on E gains one a tick.
+    assert_eq!(meter.tokens_at(1_000_000), (1000, 0));
+    assert_eq!(meter.tokens_at(1_000_001), (1000, 0));
+    assert_eq!(meter.tokens_at(1_001_000), (1000, 1));
+    assert_eq!(meter.tokens_at(1_500_000), (1000, 500));
+    // A green packet mid-way stops E's refill until C is full again.
+    clock.set(Duration::from_micros(1_200));
+    assert_eq!(meter.tokens_at(1_200_000), (1000, 200));
+    assert_eq!(meter.color_blind(100), Color::Green);
+    assert_eq!(meter.tokens_at(1_299_999), (999, 200));
+    assert_eq!(meter.tokens_at(1_300_000), (1000, 200));
+    assert_eq!(meter.tokens_at(1_301_000), (1000, 201));
+}
+
+#[test]
+fn a_packet_larger_than_each_bucket_but_not_their_sum_is_red_and_takes_nothing() {
+    let meter = SrTcm::with_clock(bytes((1, 1000), 1000), 1000, ManualClock::new()).unwrap();
+    assert_eq!(meter.color_blind_at(600, 0), Color::Green);
+    assert_eq!(meter.color_blind_at(600, 0), Color::Yellow);
+    assert_eq!(meter.tokens_at(0), (400, 400));
+    assert_eq!(meter.color_blind_at(600, 0), Color::Red);
+    assert_eq!(meter.tokens_at(0), (400, 400));
+    assert_eq!(meter.color_blind_at(u64::MAX, 0), Color::Red);
+    assert_eq!(meter.tokens_at(0), (400, 400));
+}
