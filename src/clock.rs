@@ -17,6 +17,9 @@ pub use tsc::TscClock;
 /// A limiter stays correct if a clock goes backwards: it then never admits more than it would
 /// have at the latest time it saw.
 ///
+/// Without the feature `std` the crate has no clock of its own: implement this on a hardware
+/// timer, or on a time the caller sets (see the crate docs, "`no_std`").
+///
 /// ```
 /// use leakgate::{Clock, Limiter, Quota};
 ///

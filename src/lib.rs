@@ -157,7 +157,7 @@
 //! OS lock, held for a few instructions; a check waits on it only when it meets a change in
 //! progress, so a check from an interrupt handler that interrupted `set_quota` on the same
 //! limiter would spin forever: change quotas with that interrupt masked. And without `alloc`, a
-//! [`ParseMessage`] keeps the first 95 bytes of its message.
+//! [`ParseMessage`] longer than 95 bytes is cut to fit, ending in `…`.
 //!
 //! ```
 //! use core::sync::atomic::{AtomicU64, Ordering};

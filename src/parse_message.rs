@@ -15,8 +15,8 @@ const INLINE: usize = 95;
 /// The message of [`QuotaError::Parse`](crate::QuotaError::Parse): which part of the quota
 /// string is wrong, and what was expected. Reads as a `&str` (`Deref`, `AsRef`, `Display`).
 ///
-/// Without the feature `alloc` (or `std`) a long message is cut to its first 95 bytes, ending
-/// in `…`.
+/// Without the feature `alloc` (or `std`) a message longer than 95 bytes is cut to fit, at a
+/// character boundary, ending in `…`.
 ///
 /// ```
 /// use leakgate::{Quota, QuotaError};
