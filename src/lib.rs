@@ -145,7 +145,8 @@
 //! With `default-features = false` leakgate is `#![no_std]` and needs no allocator: for
 //! kernels, firmware and packet loops. What is there: [`Quota`] (constructors, text both ways),
 //! its errors ([`QuotaError`], [`ParseMessage`], [`MeterError`]: `core::error::Error`s), the
-//! [`Clock`] trait, [`Limiter`] ([`check_n`](Limiter::check_n), [`peek`](Limiter::peek),
+//! [`Clock`] trait, [`Limiter`] ([`check_n`](Limiter::check_n), with caller time
+//! [`check_n_at`](Limiter::check_n_at), [`peek`](Limiter::peek),
 //! [`set_quota`](Limiter::set_quota)) with [`Admitted`] and [`Denied`], and the colour meters
 //! [`SrTcm`] and [`TrTcm`] with their caller-time `_at` methods. Each is the same code as with
 //! `std`, lock-free and allocation-free alike. There is no OS clock: bring a [`Clock`] (a
@@ -177,6 +178,7 @@
 //! let now = 5_000_000; // read once for the burst
 //! CLOCK.0.store(now, Ordering::Relaxed);
 //! assert!(calls.check().is_ok());
+//! assert!(calls.check_n_at(9, now).is_ok()); // the same clock, read by the caller
 //! for len in [1500, 64, 9000] {
 //!     assert_eq!(per_link.color_blind_at(len, now), Color::Green);
 //! }

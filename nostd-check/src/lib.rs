@@ -126,6 +126,15 @@ impl<'c> Gate<'c> {
         }
     }
 
+    /// A request of cost `n` at the time `now_ns` the caller read (once per burst, say).
+    pub fn admit_at(&self, n: u64, now_ns: u64) -> Result<Admitted, Denied> {
+        if n == 1 {
+            self.requests.check_at(now_ns)
+        } else {
+            self.requests.check_n_at(n, now_ns)
+        }
+    }
+
     /// Units of requests that would conform now.
     pub fn room(&self) -> u64 {
         self.requests.peek()

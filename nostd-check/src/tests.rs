@@ -32,6 +32,13 @@ fn requests_on_caller_time() {
     // Backwards: never more than at the latest time seen.
     clock.set(0);
     assert!(gate.admit(1).is_err());
+    // Caller time, without touching the clock: the same answers at the time given.
+    assert_eq!(gate.admit_at(1, 350 * MS).unwrap().remaining(), 1);
+    assert_eq!(
+        gate.admit_at(2, 350 * MS).unwrap_err().retry_after(),
+        Some(Duration::from_millis(50))
+    );
+    assert!(gate.admit_at(1, 200 * MS).is_err());
 }
 
 #[test]
