@@ -45,6 +45,9 @@ step "unit, integration, property and doc tests (all features)" \
 step "large stress and flood tests (release, #[ignore]d by default)" \
     cargo test --workspace --all-features --release --tests -- --ignored
 
+step "no_std: the core built for a target without std, and tested without it" \
+    bash scripts/nostd.sh
+
 step "loom models (every interleaving of the lock-free algorithms)" \
     env RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p leakgate-loom-tests --release

@@ -132,7 +132,7 @@ pub(crate) trait Word {
 
 /// A plain limiter's word: alone, never changing owner.
 impl Word for AtomicU64 {
-    type Gone = std::convert::Infallible;
+    type Gone = core::convert::Infallible;
     const ADDS: bool = true;
     const MAX_STATE: u64 = u64::MAX;
 

@@ -7,8 +7,8 @@
 //! ([`Admitted::new`], [`Denied::new`]).
 
 use crate::gcra::Scale;
-use std::fmt;
-use std::time::Duration;
+use core::fmt;
+use core::time::Duration;
 
 /// A request that conformed: its units have been taken from the bucket.
 ///
@@ -227,4 +227,4 @@ impl fmt::Display for Denied {
     }
 }
 
-impl std::error::Error for Denied {}
+impl core::error::Error for Denied {}

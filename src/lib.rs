@@ -121,56 +121,144 @@
 //!
 //! # Features
 //!
-//! None is on by default.
+//! Only `std` is on by default.
 //!
-//! * `tokio`: the async waits, `Limiter::until_ready_n` and its kin, also per key on a
-//!   [`KeyedLimiter`]. **Without this feature they do not exist**: blocking code uses
+//! * `std` (default): what needs an operating system: the clocks [`TscClock`] (the default)
+//!   and [`CoarseClock`], the keyed table ([`KeyedLimiter`], [`KeyedSrTcm`], [`KeyedTrTcm`]),
+//!   rules ([`Rules`], [`RuleLimiter`]) and queue mode ([`Limiter::reserve_n`],
+//!   [`Limiter::wait_n`]). Implies `alloc`. Without it the crate is `#![no_std]` (below).
+//! * `alloc`: for `no_std` code with an allocator: [`ManualClock`], a [`Clock`] for `Arc<C>`,
+//!   and quota parse errors with their whole message.
+//! * `portable-atomic`: 64-bit atomics from the `portable-atomic` crate, for targets without
+//!   them (below).
+//! * `tokio` (implies `std`): the async waits, `Limiter::until_ready_n` and its kin, also per
+//!   key on a [`KeyedLimiter`]. **Without this feature they do not exist**: blocking code uses
 //!   [`Limiter::wait_n`], and async code enables `tokio` (`features = ["tokio"]` on the
 //!   `leakgate` dependency).
-//! * `rules-file`: rules read from TOML (`Rules::from_toml`, `Rules::from_file`) and reloaded
-//!   when their file changes (`RuleLimiter::watch_file`).
-//! * `metrics`: per-rule counters exported through the `metrics` facade
+//! * `rules-file` (implies `std`): rules read from TOML (`Rules::from_toml`,
+//!   `Rules::from_file`) and reloaded when their file changes (`RuleLimiter::watch_file`).
+//! * `metrics` (implies `std`): per-rule counters exported through the `metrics` facade
 //!   (`RuleLimiter::record_metrics`).
+//!
+//! # `no_std`
+//!
+//! With `default-features = false` leakgate is `#![no_std]` and needs no allocator: for
+//! kernels, firmware and packet loops. What is there: [`Quota`] (constructors, text both ways),
+//! its errors ([`QuotaError`], [`ParseMessage`], [`MeterError`]: `core::error::Error`s), the
+//! [`Clock`] trait, [`Limiter`] ([`check_n`](Limiter::check_n), with caller time
+//! [`check_n_at`](Limiter::check_n_at), [`peek`](Limiter::peek),
+//! [`set_quota`](Limiter::set_quota)) with [`Admitted`] and [`Denied`], and the colour meters
+//! [`SrTcm`] and [`TrTcm`] with their caller-time `_at` methods. Each is the same code as with
+//! `std`, lock-free and allocation-free alike. There is no OS clock: bring a [`Clock`] (a
+//! hardware timer, or a time the packet loop sets once per burst, as below). What stays behind
+//! `std`: the default clocks, the keyed table and keyed meters (their shard locks are OS
+//! locks), rules, and queue mode (its waits sleep).
+//!
+//! Two things differ. [`Limiter::set_quota`] serialises changes with a spin lock instead of an
+//! OS lock, held for a few instructions; a check waits on it only when it meets a change in
+//! progress, so a check from an interrupt handler that interrupted `set_quota` on the same
+//! limiter would spin forever: change quotas with that interrupt masked. And without `alloc`, a
+//! [`ParseMessage`] longer than 95 bytes is cut to fit, ending in `…`.
+//!
+//! ```
+//! use core::sync::atomic::{AtomicU64, Ordering};
+//! use leakgate::{Clock, Color, Limiter, Quota, SrTcm};
+//!
+//! /// The time in nanoseconds, set by the packet loop once per burst.
+//! struct BurstClock(AtomicU64);
+//! impl Clock for BurstClock {
+//!     fn now_ns(&self) -> u64 {
+//!         self.0.load(Ordering::Relaxed) // a lone value: publishes nothing else
+//!     }
+//! }
+//!
+//! static CLOCK: BurstClock = BurstClock(AtomicU64::new(0));
+//! let calls = Limiter::with_clock("100/s burst 10".parse::<Quota>()?, &CLOCK);
+//! let per_link = SrTcm::with_clock("10 MB/s burst 64 KiB".parse()?, 16_384, &CLOCK)?;
+//! let now = 5_000_000; // read once for the burst
+//! CLOCK.0.store(now, Ordering::Relaxed);
+//! assert!(calls.check().is_ok());
+//! assert!(calls.check_n_at(9, now).is_ok()); // the same clock, read by the caller
+//! for len in [1500, 64, 9000] {
+//!     assert_eq!(per_link.color_blind_at(len, now), Color::Green);
+//! }
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
+//!
+//! **Targets without 64-bit atomics** (32-bit microcontrollers such as `thumbv7m`, `riscv32imc`):
+//! every bucket's state is one `AtomicU64`, so on such a target the build stops with a
+//! `compile_error!` that says so. The feature `portable-atomic` builds it there on
+//! `portable-atomic`'s 64-bit atomics, which are native where the target has them and otherwise
+//! a fallback that takes a lock around each operation: correct, but no longer lock-free (and on
+//! a single core without compare-and-swap, `portable-atomic` needs its own `critical-section`
+//! feature or cfg).
+//!
+//! CI builds a `#![no_std]` crate that uses all of the above (`nostd-check/`) for
+//! `x86_64-unknown-none`, a target with no `std` at all, so a `std` that creeps in fails.
 //!
 //! # The rest of the family
 //!
 //! `leakgate-redis` shares one limit among many servers through Redis, `leakgate-tower` is a
 //! tower layer for HTTP servers (axum, hyper, tonic), and `leakgate-cli` is the `leakgate`
 //! command (`pace`, `demo`, `bench`, `rules`). Each is a crate of its own, so this one keeps its
-//! small set of dependencies (`quanta`, `crossbeam-utils`, `arc-swap`).
+//! small set of dependencies (`quanta`, `crossbeam-utils`, `arc-swap`; without `std` only
+//! `crossbeam-utils`).
+#![cfg_attr(not(any(feature = "std", test)), no_std)]
+// Without `std`, what only the keyed table, rules and queue mode use goes unused; with it (CI's
+// clippy, all features) unused code is still an error.
+#![cfg_attr(not(feature = "std"), allow(dead_code, unused_imports))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
 
 mod bucket;
 mod clock;
 mod decision;
 pub mod docs;
 mod gcra;
+#[cfg(feature = "std")]
 mod keyed;
 mod limiter;
+#[cfg(feature = "alloc")]
 mod manual_clock;
 mod meter;
+mod parse_message;
 mod quota;
 mod quota_bytes;
+mod quota_decimal;
 mod quota_parse;
 mod rate_cell;
+#[cfg(feature = "std")]
 mod reserve;
+#[cfg(feature = "std")]
 mod rules;
 mod sync;
 
-pub use clock::{Clock, CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
+pub use clock::Clock;
+#[cfg(feature = "std")]
+pub use clock::{CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
 pub use decision::{Admitted, Denied};
+#[cfg(feature = "std")]
 pub use keyed::{
     CapacityError, KeyState, KeyedLimiter, OverflowPolicy, DEFAULT_CAPACITY, MAX_CAPACITY,
 };
 pub use limiter::Limiter;
+#[cfg(feature = "alloc")]
 pub use manual_clock::ManualClock;
-pub use meter::{Color, KeyedSrTcm, KeyedTrTcm, MeterError, SrTcm, TrTcm};
+pub use meter::{Color, MeterError, SrTcm, TrTcm};
+#[cfg(feature = "std")]
+pub use meter::{KeyedSrTcm, KeyedTrTcm};
+pub use parse_message::ParseMessage;
 pub use quota::{Quota, QuotaError, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND};
+#[cfg(feature = "std")]
 pub use reserve::{Reservation, WaitPolicy};
+#[cfg(feature = "std")]
 #[doc(hidden)]
 pub use rules::BenchCounters;
+#[cfg(feature = "std")]
 pub use rules::{BucketState, Rule, RuleLimiter, RuleStats, Rules, DEFAULT_RULE_CAPACITY};
 #[cfg(feature = "rules-file")]
 pub use rules::{RulesFileError, RulesWatcher, WatchEvent};

@@ -9,14 +9,16 @@
 //! (`bucket/limiter_word.rs`).
 
 use crate::bucket::{self, Changed, LimiterState, Refused, SEALED};
-use crate::clock::{Clock, TscClock};
+use crate::clock::Clock;
+#[cfg(feature = "std")]
+use crate::clock::TscClock;
 use crate::decision::{Admitted, Denied};
 use crate::gcra::{Rate, Refusal};
 use crate::quota::Quota;
 use crate::rate_cell::RateCell;
 use crate::sync::{self, Mutex};
+use core::fmt;
 use crossbeam_utils::CachePadded;
-use std::fmt;
 
 /// A single rate-limited bucket, shared by reference or `Arc` among threads.
 ///
@@ -29,7 +31,10 @@ use std::fmt;
 /// }
 /// # Ok::<(), leakgate::QuotaError>(())
 /// ```
-pub struct Limiter<C: Clock = TscClock> {
+pub struct Limiter<
+    #[cfg(feature = "std")] C: Clock = TscClock,
+    #[cfg(not(feature = "std"))] C: Clock,
+> {
     /// `TAT` (0 is a new, empty bucket) and what a change of quota needs beside it. Alone on its
     /// cache line, so CAS traffic does not evict the read-mostly fields below from other cores.
     /// Read and written only through [`crate::bucket`].
@@ -41,6 +46,7 @@ pub struct Limiter<C: Clock = TscClock> {
     clock: C,
 }
 
+#[cfg(feature = "std")]
 impl Limiter<TscClock> {
     /// A limiter on the default clock ([`TscClock`]).
     ///

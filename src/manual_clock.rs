@@ -2,7 +2,7 @@
 
 use crate::clock::Clock;
 use crate::sync::{Arc, AtomicU64, Ordering};
-use std::time::Duration;
+use core::time::Duration;
 
 /// A clock set by hand. Clones share one time; it starts at zero and may move backwards.
 ///

@@ -1,8 +1,9 @@
 //! What a quota is: `count` units per `period`, at most `burst` at once, validated once.
 
 use crate::gcra::Rate;
-use std::fmt;
-use std::time::Duration;
+use crate::parse_message::ParseMessage;
+use core::fmt;
+use core::time::Duration;
 
 /// The highest rate a quota may have: 10^11 units per second.
 ///
@@ -93,7 +94,7 @@ pub enum QuotaError {
     /// leaves 10 years of clock).
     BurstTooLarge,
     /// A quota string did not parse; the message names the bad part.
-    Parse(String),
+    Parse(ParseMessage),
 }
 
 impl fmt::Display for QuotaError {
@@ -121,7 +122,14 @@ impl fmt::Display for QuotaError {
     }
 }
 
-impl std::error::Error for QuotaError {}
+impl core::error::Error for QuotaError {}
+
+impl QuotaError {
+    /// A quota string that did not parse, with the message `args` formats to.
+    pub(crate) fn parse(args: fmt::Arguments<'_>) -> Self {
+        QuotaError::Parse(ParseMessage::new(args))
+    }
+}
 
 impl Quota {
     /// `count` units per `period`, at most `burst` at once.

@@ -4,7 +4,8 @@
 //! The grammar is documented on [`Quota`](crate::Quota)'s `FromStr` impl, where users see it.
 
 use crate::quota::QuotaError;
-use std::fmt;
+use crate::quota_decimal::{decimal, Decimal};
+use core::fmt;
 
 /// An amount as typed: a whole number of bytes, or of bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,34 +44,45 @@ pub(crate) fn is_amount(token: &str) -> bool {
 }
 
 /// The multiplier of a unit word such as `MB`, `KiB`, `Gbit`, `bytes`, and whether it counts
-/// bits; an error message (naming the word) if it is not one.
-fn unit_word(word: &str) -> Result<(u64, bool), String> {
-    let lower = word.to_ascii_lowercase();
+/// bits; an error naming the word (in `input`) if it is not one.
+fn unit_word(word: &str, input: &str) -> Result<(u64, bool), QuotaError> {
+    let ends_with = |suffix: &str| {
+        word.len() >= suffix.len()
+            && word.as_bytes()[word.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+    };
     // The base unit: the long names in any case, `B` only in capitals (`b` is ambiguous).
-    let (prefix, bits) = if lower.ends_with("bits") || lower.ends_with("bit") {
-        (&word[..word.len() - if lower.ends_with('s') { 4 } else { 3 }], true)
-    } else if lower.ends_with("bytes") || lower.ends_with("byte") {
-        (&word[..word.len() - if lower.ends_with('s') { 5 } else { 4 }], false)
-    } else if let Some(prefix) = word.strip_suffix('B') {
-        (prefix, false)
-    } else if word.ends_with('b') {
-        return Err(format!(
-            "{word:?} is ambiguous: write B for bytes or bit for bits (e.g. MB or Mbit)"
-        ));
-    } else {
-        return Err(format!("{word:?} is not a unit ({AMOUNT_UNITS})"));
+    let base = ["bits", "bit", "bytes", "byte"].into_iter().find(|&name| ends_with(name));
+    let (prefix, bits) = match base {
+        Some(name) => (&word[..word.len() - name.len()], name.starts_with("bit")),
+        None => match word.strip_suffix('B') {
+            Some(prefix) => (prefix, false),
+            None if word.ends_with('b') => {
+                return Err(QuotaError::parse(format_args!(
+                    "{word:?} is ambiguous: write B for bytes or bit for bits (e.g. MB or Mbit) \
+                     in {input:?}"
+                )))
+            }
+            None => {
+                return Err(QuotaError::parse(format_args!(
+                    "{word:?} is not a unit ({AMOUNT_UNITS}) in {input:?}"
+                )))
+            }
+        },
     };
     if prefix.is_empty() {
         return Ok((1, bits));
     }
     if prefix == "K" {
-        return Err(format!(
-            "{word:?} is ambiguous: write k for 1000 (kB, kbit) or Ki for 1024 (KiB, Kibit)"
-        ));
+        return Err(QuotaError::parse(format_args!(
+            "{word:?} is ambiguous: write k for 1000 (kB, kbit) or Ki for 1024 (KiB, Kibit) in \
+             {input:?}"
+        )));
     }
     match PREFIXES.iter().find(|&&(p, _)| p == prefix) {
         Some(&(_, multiplier)) => Ok((multiplier, bits)),
-        None => Err(format!("{prefix:?} in {word:?} is not a prefix ({AMOUNT_UNITS})")),
+        None => Err(QuotaError::parse(format_args!(
+            "{prefix:?} in {word:?} is not a prefix ({AMOUNT_UNITS}) in {input:?}"
+        ))),
     }
 }
 
@@ -78,40 +90,41 @@ fn unit_word(word: &str) -> Result<(u64, bool), String> {
 /// ("count", "burst"). The number may have `_` separators and a fraction, but the amount must
 /// come to a whole number of its unit (bytes or bits), at most `u64::MAX`.
 pub(crate) fn parse_amount(token: &str, what: &str, input: &str) -> Result<Amount, QuotaError> {
-    let err = |msg: String| QuotaError::Parse(format!("{msg} in {input:?}"));
     let number_end =
         token.find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.')).unwrap_or(token.len());
     let (number, word) = (&token[..number_end], token[number_end..].trim_start());
-    let (multiplier, bits) = unit_word(word).map_err(err)?;
+    let (multiplier, bits) = unit_word(word, input)?;
     let base = if bits { "bits" } else { "bytes" };
-    let not_a_number =
-        || err(format!("{number:?} is not a {what} (expected a number such as 10 or 1.5)"));
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let (whole, fraction): (String, String) = (
-        whole.chars().filter(|&c| c != '_').collect(),
-        fraction.chars().filter(|&c| c != '_').collect(),
-    );
-    let digits_only = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if !digits_only(&whole) || !digits_only(&fraction) || (whole.is_empty() && fraction.is_empty())
-    {
+    let not_a_number = || {
+        QuotaError::parse(format_args!(
+            "{number:?} is not a {what} (expected a number such as 10 or 1.5) in {input:?}"
+        ))
+    };
+    let Some(Decimal { whole, fraction }) = decimal(number) else {
         return Err(not_a_number());
-    }
-    let fraction = fraction.trim_end_matches('0');
-    let too_large =
-        || err(format!("the {what} {token:?} is too large (at most {} {base})", u64::MAX));
+    };
+    let too_large = || {
+        QuotaError::parse(format_args!(
+            "the {what} {token:?} is too large (at most {} {base}) in {input:?}",
+            u64::MAX
+        ))
+    };
     // 18 decimals at most: below 10^18 < 2^60, so a fraction times a multiplier (at most 2^60)
     // stays below 2^120. An amount with more decimals is not a whole number of its unit anyway,
     // unless it is a fraction of an exbibyte that no one types.
-    if fraction.len() > 18 {
-        return Err(err(format!("the {what} {token:?} has too many decimals")));
+    if fraction.count > 18 {
+        return Err(QuotaError::parse(format_args!(
+            "the {what} {token:?} has too many decimals in {input:?}"
+        )));
     }
-    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| too_large())? };
-    let scale = 10u128.pow(fraction.len() as u32);
-    let fraction: u128 =
-        if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| not_a_number())? };
+    let whole = whole.value.ok_or_else(too_large)?;
+    let scale = 10u128.pow(fraction.count as u32);
+    let fraction = fraction.value.ok_or_else(not_a_number)?;
     let fraction_units = fraction * u128::from(multiplier);
     if !fraction_units.is_multiple_of(scale) {
-        return Err(err(format!("the {what} {token:?} is not a whole number of {base}")));
+        return Err(QuotaError::parse(format_args!(
+            "the {what} {token:?} is not a whole number of {base} in {input:?}"
+        )));
     }
     let value = whole
         .checked_mul(u128::from(multiplier))

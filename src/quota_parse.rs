@@ -8,9 +8,10 @@
 
 use crate::quota::{Quota, QuotaError};
 use crate::quota_bytes::{is_amount, parse_amount, write_bytes};
-use std::fmt;
-use std::str::FromStr;
-use std::time::Duration;
+use crate::quota_decimal::{decimal, digits, Decimal};
+use core::fmt;
+use core::str::FromStr;
+use core::time::Duration;
 
 /// The units [`Display`](fmt::Display) may print, longest first, with their length in
 /// nanoseconds.
@@ -29,11 +30,19 @@ const UNIT_LIST: &str = "ns, us (µs), ms, s, min (m), h, d, or a name such as s
 
 /// The length in nanoseconds of a unit as typed, or `None` if it is not a unit.
 fn unit_ns(unit: &str) -> Option<u64> {
-    let lower = unit.to_lowercase();
+    // In lower case, in a buffer on the stack: the longest unit, "microseconds", has 12 bytes.
+    let mut buffer = [0u8; 16];
+    let mut len = 0;
+    for c in unit.chars().flat_map(char::to_lowercase) {
+        let end = len + c.len_utf8();
+        c.encode_utf8(buffer.get_mut(len..end)?);
+        len = end;
+    }
+    let lower = core::str::from_utf8(&buffer[..len]).ok()?;
     // Long names may take a plural "s"; the short forms may not ("ms" is not "m" twice).
     let singular = match lower.strip_suffix('s') {
         Some(stem) if stem.len() >= 3 => stem,
-        _ => lower.as_str(),
+        _ => lower,
     };
     let ns = match singular {
         "ns" | "nsec" | "nanosecond" => 1,
@@ -49,25 +58,27 @@ fn unit_ns(unit: &str) -> Option<u64> {
     Some(ns)
 }
 
-fn parse_err(msg: String) -> QuotaError {
-    QuotaError::Parse(msg)
-}
-
-/// Digits with optional `_` separators, as typed; `None` if anything else is in it.
-fn digits(token: &str) -> Option<String> {
-    let digits: String = token.chars().filter(|&c| c != '_').collect();
-    digits.bytes().all(|b| b.is_ascii_digit()).then_some(digits)
-}
-
 /// A whole decimal `u64` with optional `_` separators; `what` names it in the error.
 fn whole_number(token: &str, what: &str, input: &str) -> Result<u64, QuotaError> {
     match digits(token) {
-        Some(d) if !d.is_empty() => d
-            .parse()
-            .map_err(|_| parse_err(format!("the {what} {token:?} is too large in {input:?}"))),
-        _ => Err(parse_err(format!(
+        Some(d) if d.count > 0 => d.value.and_then(|v| u64::try_from(v).ok()).ok_or_else(|| {
+            QuotaError::parse(format_args!("the {what} {token:?} is too large in {input:?}"))
+        }),
+        _ => Err(QuotaError::parse(format_args!(
             "{token:?} is not a {what} (expected a whole number) in {input:?}"
         ))),
+    }
+}
+
+/// A token quoted as `{:?}` does, or `instead` when it is empty.
+struct QuotedOr<'t>(&'t str, &'static str);
+
+impl fmt::Display for QuotedOr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            "" => f.write_str(self.1),
+            token => write!(f, "{token:?}"),
+        }
     }
 }
 
@@ -120,10 +131,14 @@ impl FromStr for Quota {
     fn from_str(input: &str) -> Result<Self, Self::Err> {
         let text = input.trim();
         if text.is_empty() {
-            return Err(parse_err("the quota is empty (expected e.g. \"100/s\")".into()));
+            return Err(QuotaError::parse(format_args!(
+                "the quota is empty (expected e.g. \"100/s\")"
+            )));
         }
         let Some((count, rest)) = text.split_once('/') else {
-            return Err(parse_err(format!("missing \"/\" in {input:?} (expected e.g. \"100/s\")")));
+            return Err(QuotaError::parse(format_args!(
+                "missing \"/\" in {input:?} (expected e.g. \"100/s\")"
+            )));
         };
         let count = count.trim();
         let amount =
@@ -136,7 +151,7 @@ impl FromStr for Quota {
             let burst = match burst {
                 None => count,
                 Some(b) if is_amount(b) => {
-                    return Err(parse_err(format!(
+                    return Err(QuotaError::parse(format_args!(
                         "the burst {b:?} is in bytes but the count is not (write the count in \
                          bytes too, e.g. \"10 MB/s\") in {input:?}"
                     )))
@@ -151,7 +166,7 @@ impl FromStr for Quota {
                 a if !a.bits => a.value,
                 a if a.value.is_multiple_of(8) => a.value / 8,
                 _ => {
-                    return Err(parse_err(format!(
+                    return Err(QuotaError::parse(format_args!(
                         "the burst {b:?} is not a whole number of bytes in {input:?}"
                     )))
                 }
@@ -174,12 +189,14 @@ fn burst_token<'t>(tail: &'t str, input: &str) -> Result<Option<&'t str>, QuotaE
         return Ok(None);
     };
     if !word.eq_ignore_ascii_case("burst") {
-        return Err(parse_err(format!(
+        return Err(QuotaError::parse(format_args!(
             "expected \"burst N\" after the period but found {word:?} in {input:?}"
         )));
     }
     match tail[word.len()..].trim() {
-        "" => Err(parse_err(format!("missing the number after \"burst\" in {input:?}"))),
+        "" => {
+            Err(QuotaError::parse(format_args!("missing the number after \"burst\" in {input:?}")))
+        }
         burst => Ok(Some(burst)),
     }
 }
@@ -206,9 +223,8 @@ fn parse_period(token: &str, input: &str) -> Result<Duration, QuotaError> {
     let (amount, unit) = token.split_at(split);
     let unit = unit.trim_start();
     let Some(unit_ns) = unit_ns(unit) else {
-        let found = if unit.is_empty() { "nothing".to_string() } else { format!("{unit:?}") };
-        let after = if amount.is_empty() { "\"/\"".to_string() } else { format!("{amount:?}") };
-        return Err(parse_err(format!(
+        let (after, found) = (QuotedOr(amount, "\"/\""), QuotedOr(unit, "nothing"));
+        return Err(QuotaError::parse(format_args!(
             "expected a unit ({UNIT_LIST}) after {after} but found {found} in {input:?}"
         )));
     };
@@ -222,30 +238,24 @@ fn parse_period(token: &str, input: &str) -> Result<Duration, QuotaError> {
 /// `amount * unit_ns` for a decimal `amount` such as `1.5`, exactly, as whole nanoseconds.
 fn decimal_times(amount: &str, unit_ns: u64, input: &str) -> Result<u64, QuotaError> {
     let not_a_number = || {
-        parse_err(format!(
+        QuotaError::parse(format_args!(
             "{amount:?} is not a period length (expected a number such as 2 or 1.5) in {input:?}"
         ))
     };
-    let (whole, fraction) = amount.split_once('.').unwrap_or((amount, ""));
-    let (Some(whole), Some(fraction)) = (digits(whole), digits(fraction)) else {
+    let Some(Decimal { whole, fraction }) = decimal(amount) else {
         return Err(not_a_number());
     };
-    if whole.is_empty() && fraction.is_empty() {
-        return Err(not_a_number());
-    }
-    let fraction = fraction.trim_end_matches('0');
     let too_long = || QuotaError::PeriodTooLong;
     // Whole part: any number of digits; past u64 it is too long anyway.
-    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| too_long())? };
+    let whole = whole.value.ok_or_else(too_long)?;
     // Fraction: exact only if `fraction * unit_ns` divides by 10^digits. A unit is at most
     // 8.64e13 ns, so more than 14 significant fraction digits can never give whole nanoseconds.
-    let scale = u32::try_from(fraction.len())
+    let scale = u32::try_from(fraction.count)
         .ok()
         .filter(|&d| d <= 14)
         .map(|d| 10u128.pow(d))
         .ok_or_else(|| sub_nanosecond(amount, input))?;
-    let fraction: u128 =
-        if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| not_a_number())? };
+    let fraction = fraction.value.ok_or_else(not_a_number)?;
     let fraction_ns = fraction * u128::from(unit_ns);
     if !fraction_ns.is_multiple_of(scale) {
         return Err(sub_nanosecond(amount, input));
@@ -258,7 +268,7 @@ fn decimal_times(amount: &str, unit_ns: u64, input: &str) -> Result<u64, QuotaEr
 }
 
 fn sub_nanosecond(amount: &str, input: &str) -> QuotaError {
-    parse_err(format!(
+    QuotaError::parse(format_args!(
         "the period {amount:?} is not a whole number of nanoseconds in {input:?} \
          (write the count and period larger, e.g. 2/3ns for 1/1.5ns)"
     ))

@@ -47,7 +47,7 @@ impl RateCell {
             epoch: AtomicU64::new(0),
             first: rate,
             first_quota: quota,
-            slots: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            slots: core::array::from_fn(|_| core::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
 
@@ -80,7 +80,7 @@ impl RateCell {
             }
             let slot = &self.slots[(epoch & 1) as usize];
             // Relaxed: validated below.
-            let words = std::array::from_fn(|i| slot[i].load(Ordering::Relaxed));
+            let words = core::array::from_fn(|i| slot[i].load(Ordering::Relaxed));
             // Acquire fence, then the epoch again: see the module docs.
             fence(Ordering::Acquire);
             if self.epoch.load(Ordering::Relaxed) == epoch {
@@ -127,7 +127,7 @@ impl RateCell {
         }
         let slot = &self.slots[(before & 1) as usize];
         // Relaxed: published before `epoch`, which the caller read with Acquire.
-        Some(Rate::from_words(std::array::from_fn(|i| slot[i].load(Ordering::Relaxed))))
+        Some(Rate::from_words(core::array::from_fn(|i| slot[i].load(Ordering::Relaxed))))
     }
 
     /// Puts `rate`, compiled from `quota`, in force; returns its epoch. One writer at a time
@@ -152,7 +152,7 @@ impl RateCell {
 
 /// The rate's eight words of a slot's.
 fn rate_words(words: &[u64; WORDS]) -> [u64; 8] {
-    std::array::from_fn(|i| words[i])
+    core::array::from_fn(|i| words[i])
 }
 
 #[cfg(all(test, not(loom)))]

@@ -68,20 +68,25 @@
 //! to give a charge back: the bound that keeps a give-back safe needs a time no earlier than
 //! any other packet's, so caller times must come from the meter's clock (`meter.clock()`).
 
+#[cfg(feature = "std")]
 mod keyed_slots;
+#[cfg(feature = "std")]
 mod keyed_sr;
+#[cfg(feature = "std")]
 mod keyed_tr;
 mod srtcm;
 mod trtcm;
 mod words;
 
+#[cfg(feature = "std")]
 pub use keyed_sr::KeyedSrTcm;
+#[cfg(feature = "std")]
 pub use keyed_tr::KeyedTrTcm;
 pub use srtcm::SrTcm;
 pub use trtcm::TrTcm;
 
 use crate::quota::QuotaError;
-use std::fmt;
+use core::fmt;
 
 /// A packet's colour (RFC 2697 and 2698): green conforms to the committed rate, yellow exceeds
 /// it within the excess burst (srTCM) or the peak rate (trTCM), red exceeds both.
@@ -139,8 +144,8 @@ impl fmt::Display for MeterError {
     }
 }
 
-impl std::error::Error for MeterError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+impl core::error::Error for MeterError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             Self::Quota(e) => Some(e),
             _ => None,

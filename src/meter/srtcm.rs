@@ -5,11 +5,13 @@
 use super::words::{MeterWord, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
-use crate::clock::{Clock, TscClock};
+use crate::clock::Clock;
+#[cfg(feature = "std")]
+use crate::clock::TscClock;
 use crate::quota::Quota;
 use crate::sync::{fence, Ordering};
+use core::fmt;
 use crossbeam_utils::CachePadded;
-use std::fmt;
 
 /// The two words of one srTCM, wherever they are: a [`SrTcm`]'s own, or a flow's in a keyed
 /// meter's tables. Each method works at the decision's time, in ticks of CIR.
@@ -118,7 +120,8 @@ pub(super) fn aware<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64, pr
 /// assert_eq!(meter.color_blind(1500), Color::Green);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct SrTcm<C: Clock = TscClock> {
+pub struct SrTcm<#[cfg(feature = "std")] C: Clock = TscClock, #[cfg(not(feature = "std"))] C: Clock>
+{
     /// The two words, side by side on one line: every green packet writes both.
     words: CachePadded<Words>,
     rates: SrRates,
@@ -135,6 +138,7 @@ struct Words {
     total: MeterWord,
 }
 
+#[cfg(feature = "std")]
 impl SrTcm<TscClock> {
     /// An srTCM of CIR and CBS `committed` (its rate and burst) and EBS `ebs`, on the default
     /// clock. EBS may be 0 (then nothing is yellow); CBS + EBS must make a valid burst of the

@@ -4,11 +4,13 @@
 use super::words::{ticks, MeterWord, Ticks};
 use super::{Color, MeterError};
 use crate::bucket;
-use crate::clock::{Clock, TscClock};
+use crate::clock::Clock;
+#[cfg(feature = "std")]
+use crate::clock::TscClock;
 use crate::gcra::Rate;
 use crate::quota::Quota;
+use core::fmt;
 use crossbeam_utils::CachePadded;
-use std::fmt;
 
 /// The decision for a packet of `n` coloured `pre` (`Green` for colour-blind): red if it is red
 /// already or `P` refuses it (nothing taken), yellow if it is yellow already or `C` refuses it
@@ -74,7 +76,8 @@ pub(super) fn validate(peak: &Quota, committed: &Quota) -> Result<(Rate, Rate), 
 /// assert_eq!(meter.color_blind(1500), Color::Green);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct TrTcm<C: Clock = TscClock> {
+pub struct TrTcm<#[cfg(feature = "std")] C: Clock = TscClock, #[cfg(not(feature = "std"))] C: Clock>
+{
     /// `P` and `C`: `TAT`s in ticks of PIR and of CIR since the clock's origin (0: a new, full
     /// bucket), side by side on one line: every green packet writes both. Read and written only
     /// through [`crate::bucket`].
@@ -88,6 +91,7 @@ pub struct TrTcm<C: Clock = TscClock> {
     clock: C,
 }
 
+#[cfg(feature = "std")]
 impl TrTcm<TscClock> {
     /// A trTCM of PIR and PBS `peak` and CIR and CBS `committed` (each a rate and its burst), on
     /// the default clock. The peak rate must be at least the committed one, and both quotas

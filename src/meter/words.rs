@@ -101,7 +101,7 @@ pub(super) struct MeterWord {
 }
 
 impl Word for MeterWord {
-    type Gone = std::convert::Infallible;
+    type Gone = core::convert::Infallible;
     const ADDS: bool = false;
     const MAX_STATE: u64 = u64::MAX;
 
@@ -143,7 +143,7 @@ impl Word for MeterWord {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use core::time::Duration;
 
     fn exact(ns: u64, count: u64, period: u64) -> u64 {
         u64::try_from(u128::from(ns) * u128::from(count) / u128::from(period)).unwrap_or(u64::MAX)
