@@ -11,10 +11,14 @@
 //! lower bound for the figures above: read the clock (or not), then one CAS on a word in a line
 //! picked in the same scattered order, among as many lines as leakgate's table has groups for
 //! that many keys. No key is hashed, compared or protected.
+//!
+//! Group `keyed_batch`: one thread deciding bursts of 32 requests at one clock reading,
+//! leakgate's `check_batch` beside governor's `check_key` one by one (and leakgate's own single
+//! checks), per decision, for the same scattered keys.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use leakgate::{Clock, TscClock};
-use leakgate_baselines::{hammer, scattered_key, KeyedContenders, Workload};
+use leakgate_baselines::{hammer, scattered_key, KeyedCheck, KeyedContenders, Workload};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -48,6 +52,60 @@ fn keyed(c: &mut Criterion) {
         compare(c, "keyed", keys, &contenders.tsc, &contenders.governor);
         compare(c, "keyed_coarse", keys, &contenders.coarse, &contenders.governor_coarse);
     }
+}
+
+/// Bursts of 32 scattered keys: one batch call against 32 single checks.
+fn batch(c: &mut Criterion) {
+    const BURST: usize = 32;
+    let mut group = c.benchmark_group("keyed_batch");
+    group.throughput(Throughput::Elements(1));
+    for keys in [1_000u64, 1_000_000] {
+        let contenders = KeyedContenders::new(keys);
+        // Enough bursts that the keys of a run are not all in cache from the run before.
+        let burst_keys: Vec<u64> =
+            (0..keys.max(64_000)).map(|i| scattered_key(0, i, keys)).collect();
+        let refs: Vec<&u64> = burst_keys.iter().collect();
+        let costs = [1u64; BURST];
+        // Runs `iters` decisions through `decide_burst`, cycling through the keys in bursts.
+        let run = |iters: u64, decide_burst: &dyn Fn(&[&u64])| {
+            let start = Instant::now();
+            let bursts =
+                refs.chunks_exact(BURST).cycle().take(iters.div_ceil(BURST as u64) as usize);
+            for burst in bursts {
+                decide_burst(burst);
+            }
+            start.elapsed()
+        };
+        let id = |who: &str| BenchmarkId::new(who, format!("{keys}_keys"));
+        group.bench_function(id("leakgate_batch32"), |b| {
+            b.iter_custom(|iters| {
+                run(iters, &|burst| {
+                    let mut admitted = [false; BURST];
+                    black_box(contenders.tsc.limiter.check_batch(burst, &costs, &mut admitted));
+                    black_box(admitted);
+                })
+            })
+        });
+        group.bench_function(id("leakgate_single"), |b| {
+            b.iter_custom(|iters| {
+                run(iters, &|burst| {
+                    for key in burst {
+                        black_box(KeyedCheck::check_key(&contenders.tsc.limiter, key));
+                    }
+                })
+            })
+        });
+        group.bench_function(id("governor_single"), |b| {
+            b.iter_custom(|iters| {
+                run(iters, &|burst| {
+                    for key in burst {
+                        black_box(KeyedCheck::check_key(&contenders.governor.limiter, key));
+                    }
+                })
+            })
+        });
+    }
+    group.finish();
 }
 
 /// The floor: per check, an optional clock read and one CAS on a word of a scattered line.
@@ -94,6 +152,6 @@ criterion_group! {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(30);
-    targets = keyed, floor
+    targets = keyed, batch, floor
 }
 criterion_main!(benches);

@@ -98,7 +98,42 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline(always)]
     pub fn check_n(&self, n: u64) -> Result<Admitted, Denied> {
-        let now_ns = self.clock.now_ns();
+        self.check_n_at(n, self.clock.now_ns())
+    }
+
+    /// Checks one unit at a time the caller gives: `check_n_at(1, now_ns)`.
+    ///
+    /// ```
+    /// # use leakgate::{Clock, Limiter, ManualClock, Quota};
+    /// let lim = Limiter::with_clock(Quota::per_second(2)?, ManualClock::new());
+    /// let now = lim.clock().now_ns();
+    /// assert!(lim.check_at(now).is_ok());
+    /// assert!(lim.check_at(now).is_ok());
+    /// assert!(lim.check_at(now).is_err());
+    /// assert!(lim.check_at(now + 500_000_000).is_ok()); // half a second on
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    #[inline(always)]
+    pub fn check_at(&self, now_ns: u64) -> Result<Admitted, Denied> {
+        self.check_n_at(1, now_ns)
+    }
+
+    /// [`check_n`](Limiter::check_n) at the time `now_ns` the caller gives instead of reading
+    /// the clock: nanoseconds of this limiter's clock, as [`Clock::now_ns`] on
+    /// [`clock()`](Limiter::clock) reads them. For a loop that reads the clock once for many
+    /// decisions (a burst of packets). The meaning is `check_n`'s at that time; a time earlier
+    /// than one the limiter has seen is a clock that went backwards, which never admits more.
+    ///
+    /// ```
+    /// # use leakgate::{Clock, Limiter, Quota};
+    /// let lim = Limiter::new("1 Gbit/s burst 64 KiB".parse::<Quota>()?);
+    /// let now = lim.clock().now_ns(); // once per burst of packets
+    /// let sent = [1500u64, 1500, 64, 9000].iter().filter(|&&len| lim.check_n_at(len, now).is_ok());
+    /// assert_eq!(sent.count(), 4);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    #[inline(always)]
+    pub fn check_n_at(&self, n: u64, now_ns: u64) -> Result<Admitted, Denied> {
         self.take(now_ns, n, 0, |tat, now, rate| {
             Admitted::from_units(tat.saturating_sub(now), rate.scale())
         })

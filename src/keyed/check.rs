@@ -49,7 +49,64 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
         let hash = self.touch_key(key);
-        let now_ns = self.clock.now_ns();
+        self.check_hashed_at(key, hash, n, self.clock.now_ns())
+    }
+
+    /// Checks one unit for `key` at a time the caller gives: `check_n_at(key, 1, now_ns)`.
+    ///
+    /// ```
+    /// # use leakgate::{Clock, KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// let now = keyed.clock().now_ns();
+    /// assert!(keyed.check_at(&7u64, now).is_ok());
+    /// assert!(keyed.check_at(&7u64, now).is_err());
+    /// assert!(keyed.check_at(&8u64, now).is_ok());
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn check_at<Q>(&self, key: &Q, now_ns: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        self.check_n_at(key, 1, now_ns)
+    }
+
+    /// [`check_n`](KeyedLimiter::check_n) at the time `now_ns` the caller gives instead of
+    /// reading the clock: nanoseconds of this limiter's clock, as [`Clock::now_ns`] on
+    /// [`clock()`](KeyedLimiter::clock) reads them (see
+    /// [`Limiter::check_n_at`](crate::Limiter::check_n_at)). For many keys at one time,
+    /// [`check_batch_at`](KeyedLimiter::check_batch_at) also fetches their buckets together.
+    ///
+    /// ```
+    /// # use leakgate::{Clock, KeyedLimiter, ManualClock, Quota};
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// let now = keyed.clock().now_ns();
+    /// assert_eq!(keyed.check_n_at(&"alice", 4, now).unwrap().remaining(), 6);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn check_n_at<Q>(&self, key: &Q, n: u64, now_ns: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let hash = self.touch_key(key);
+        self.check_hashed_at(key, hash, n, now_ns)
+    }
+
+    /// A check of `key`, whose hash is `hash`, at `now_ns`.
+    #[inline(always)]
+    pub(crate) fn check_hashed_at<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        n: u64,
+        now_ns: u64,
+    ) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
         let taken = |_: &Rate, _: u64, taken: &Taken<'_, K>| {
             Admitted::from_units(taken.state.saturating_sub(taken.now), taken.scale)
         };

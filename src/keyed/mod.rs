@@ -1,6 +1,7 @@
 //! [`KeyedLimiter`]: one bucket per key (client, IP address, API key, flow), in a bounded,
 //! lock-free table that forgets idle keys by itself.
 
+mod batch;
 mod capacity;
 mod check;
 mod group;

@@ -78,6 +78,35 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Ok(Reservation::borrowed(self, place))
     }
 
+    /// [`reserve_n`](KeyedLimiter::reserve_n) at the time `now_ns` the caller gives
+    /// (nanoseconds of this limiter's clock, as for
+    /// [`check_n_at`](KeyedLimiter::check_n_at)).
+    ///
+    /// ```
+    /// # use leakgate::{Clock, KeyedLimiter, ManualClock, Quota};
+    /// use std::time::Duration;
+    /// let keyed = KeyedLimiter::with_clock(Quota::per_second(4)?.with_burst(1)?, ManualClock::new());
+    /// let now = keyed.clock().now_ns();
+    /// keyed.check_at("alice", now).unwrap();
+    /// let r = keyed.reserve_n_at("alice", 1, Duration::MAX, now).unwrap();
+    /// assert_eq!(r.ready_at(), Duration::from_millis(250));
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn reserve_n_at<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+        max_wait: Duration,
+        now_ns: u64,
+    ) -> Result<Reservation<'_>, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
+        let place = self.place_at(key, n, max_wait, now_ns)?;
+        Ok(Reservation::borrowed(self, place))
+    }
+
     /// [`reserve_n`](KeyedLimiter::reserve_n) for a keyed limiter in an `Arc`: the reservation
     /// holds a clone of the `Arc`, so it can move to another thread or task.
     ///
@@ -170,7 +199,15 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let now_ns = self.clock().now_ns();
+        self.place_at(key, n, max_wait, self.clock().now_ns())
+    }
+
+    /// Takes `n` units of `key` at `now_ns` allowing `max_wait`, and says where they are.
+    fn place_at<Q>(&self, key: &Q, n: u64, max_wait: Duration, now_ns: u64) -> Result<Place, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
+    {
         let hash = self.table().hash(key);
         // The shared overflow bucket keeps no places: a key with no room is denied here.
         self.take_in_force(

@@ -204,9 +204,36 @@ impl<C: Clock> Limiter<C> {
 
     /// Takes `n` units allowing `max_wait`, and says where they are.
     fn place(&self, n: u64, max_wait: Duration) -> Result<Place, Denied> {
+        self.place_at(n, max_wait, self.clock().now_ns())
+    }
+
+    /// [`reserve_n`](Limiter::reserve_n) at the time `now_ns` the caller gives (nanoseconds of
+    /// this limiter's clock, as for [`check_n_at`](Limiter::check_n_at)).
+    ///
+    /// ```
+    /// # use leakgate::{Clock, Limiter, ManualClock, Quota};
+    /// use std::time::Duration;
+    /// let lim = Limiter::with_clock(Quota::per_second(10)?.with_burst(1)?, ManualClock::new());
+    /// let now = lim.clock().now_ns();
+    /// assert!(lim.reserve_n_at(1, Duration::ZERO, now).is_ok());
+    /// let r = lim.reserve_n_at(1, Duration::from_secs(1), now).unwrap();
+    /// assert_eq!(r.ready_at(), Duration::from_millis(100));
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn reserve_n_at(
+        &self,
+        n: u64,
+        max_wait: Duration,
+        now_ns: u64,
+    ) -> Result<Reservation<'_>, Denied> {
+        let place = self.place_at(n, max_wait, now_ns)?;
+        Ok(Reservation::borrowed(self, place))
+    }
+
+    /// Takes `n` units at `now_ns` allowing `max_wait`, and says where they are.
+    fn place_at(&self, n: u64, max_wait: Duration, now_ns: u64) -> Result<Place, Denied> {
         // A wait of 0 ns allows nothing past the boundary: the meter's check.
-        let max_wait_ns = duration_ns(max_wait);
-        self.take(self.clock().now_ns(), n, max_wait_ns, |tat_after, now, rate| {
+        self.take(now_ns, n, duration_ns(max_wait), |tat_after, now, rate| {
             Place::granted(rate, now, n, tat_after)
         })
     }
