@@ -152,6 +152,70 @@ typedef uint8_t lg_color;
 extern "C" {
 #endif // __cplusplus
 
+// Checks a burst of `len` requests at one reading of the clock: request `i` costs `costsi`
+// units of key `keysi`'s bucket; `lg_keyed_check_batch_at` at `lg_now_ns`.
+//
+// # Safety
+// As `lg_keyed_check_batch_at`.
+lg_status lg_keyed_check_batch(const lg_keyed *keyed,
+                               const uint64_t *keys,
+                               const uint64_t *costs,
+                               size_t len,
+                               uint8_t *admitted,
+                               size_t *admitted_count);
+
+// Checks a burst of `len` requests at `now_ns` (a reading of `lg_now_ns`):
+// request `i` costs `costsi` units of key `keysi`'s bucket. The answers are those of
+// `lg_keyed_check_n_at` called for each request in order (a key
+// named twice is charged twice), but the buckets of several keys are fetched from memory
+// together, so a large table costs a fraction of the single checks. `admittedi` is set to 1
+// (admitted) or 0 (denied), unless `admitted` is NULL; `*admitted_count` gets the number
+// admitted, unless NULL. Allocates nothing.
+//
+// Returns `LG_OK`, or `LG_ERR_NULL` (a NULL table, or a NULL array
+// with `len` > 0) or `LG_ERR_ARGUMENT` (a misaligned array), having
+// decided nothing.
+//
+// # Safety
+// `keyed` a live handle; `keys` and `costs` readable for `len` elements; `admitted` NULL or
+// writable for `len` bytes; `admitted_count` NULL or writable ([the pointer
+// rules](crate#pointers)).
+lg_status lg_keyed_check_batch_at(const lg_keyed *keyed,
+                                  const uint64_t *keys,
+                                  const uint64_t *costs,
+                                  size_t len,
+                                  uint64_t now_ns,
+                                  uint8_t *admitted,
+                                  size_t *admitted_count);
+
+// `lg_keyed_bytes_check_batch_at` at one reading of `lg_now_ns`.
+//
+// # Safety
+// As `lg_keyed_bytes_check_batch_at`.
+lg_status lg_keyed_bytes_check_batch(const lg_keyed_bytes *keyed,
+                                     const uint8_t *const *keys,
+                                     const size_t *key_lens,
+                                     const uint64_t *costs,
+                                     size_t len,
+                                     uint8_t *admitted,
+                                     size_t *admitted_count);
+
+// `lg_keyed_check_batch_at` for byte-string keys: key `i` is the `key_lensi` bytes at
+// `keysi` (NULL only for a key of length 0).
+//
+// # Safety
+// `keyed` a live handle; `keys`, `key_lens` and `costs` readable for `len` elements, each
+// `keysi` readable for `key_lensi` bytes; `admitted` NULL or writable for `len` bytes;
+// `admitted_count` NULL or writable (the pointer rules).
+lg_status lg_keyed_bytes_check_batch_at(const lg_keyed_bytes *keyed,
+                                        const uint8_t *const *keys,
+                                        const size_t *key_lens,
+                                        const uint64_t *costs,
+                                        size_t len,
+                                        uint64_t now_ns,
+                                        uint8_t *admitted,
+                                        size_t *admitted_count);
+
 // Nanoseconds since the process clock's origin (its first use): the clock every handle reads,
 // and the one the `*_at` functions' `now_ns` must come from. Monotonic, nanosecond resolution,
 // about 10 to 20 ns a read (the CPU's time-stamp counter, scaled). Thread-safe.
@@ -197,6 +261,27 @@ lg_status lg_keyed_check(const lg_keyed *keyed, uint64_t key, lg_report *report)
 // `keyed` a live handle, `report` NULL or writable (the pointer rules).
 lg_status lg_keyed_check_n(const lg_keyed *keyed, uint64_t key, uint64_t n, lg_report *report);
 
+// `lg_keyed_check` at `now_ns`, a reading of `lg_now_ns` made by the
+// caller.
+//
+// # Safety
+// As `lg_keyed_check_n`.
+lg_status lg_keyed_check_at(const lg_keyed *keyed,
+                            uint64_t key,
+                            uint64_t now_ns,
+                            lg_report *report);
+
+// `lg_keyed_check_n` at `now_ns`, a reading of `lg_now_ns` made by the
+// caller (once per burst, say).
+//
+// # Safety
+// As `lg_keyed_check_n`.
+lg_status lg_keyed_check_n_at(const lg_keyed *keyed,
+                              uint64_t key,
+                              uint64_t n,
+                              uint64_t now_ns,
+                              lg_report *report);
+
 // Makes a keyed limiter with byte-string keys, as `lg_keyed_new` does
 // for `uint64_t` keys, and writes its handle to `*out`.
 //
@@ -233,6 +318,29 @@ lg_status lg_keyed_bytes_check_n(const lg_keyed_bytes *keyed,
                                  size_t key_len,
                                  uint64_t n,
                                  lg_report *report);
+
+// `lg_keyed_bytes_check` at `now_ns`, a reading of `lg_now_ns` made by
+// the caller.
+//
+// # Safety
+// As `lg_keyed_bytes_check_n`.
+lg_status lg_keyed_bytes_check_at(const lg_keyed_bytes *keyed,
+                                  const uint8_t *key,
+                                  size_t key_len,
+                                  uint64_t now_ns,
+                                  lg_report *report);
+
+// `lg_keyed_bytes_check_n` at `now_ns`, a reading of `lg_now_ns` made
+// by the caller (once per burst, say).
+//
+// # Safety
+// As `lg_keyed_bytes_check_n`.
+lg_status lg_keyed_bytes_check_n_at(const lg_keyed_bytes *keyed,
+                                    const uint8_t *key,
+                                    size_t key_len,
+                                    uint64_t n,
+                                    uint64_t now_ns,
+                                    lg_report *report);
 
 // Makes a keyed srTCM, each flow's meter as `lg_srtcm_new` makes one,
 // holding at least `capacity` active flows at once (0: the default, 2^18; at most 2^30), and
@@ -390,6 +498,25 @@ lg_status lg_limiter_check(const lg_limiter *limiter, lg_report *report);
 // # Safety
 // `limiter` a live handle, `report` NULL or writable (the pointer rules).
 lg_status lg_limiter_check_n(const lg_limiter *limiter, uint64_t n, lg_report *report);
+
+// `lg_limiter_check` at `now_ns`, a reading of `lg_now_ns` made by the
+// caller.
+//
+// # Safety
+// As `lg_limiter_check_n`.
+lg_status lg_limiter_check_at(const lg_limiter *limiter, uint64_t now_ns, lg_report *report);
+
+// `lg_limiter_check_n` at `now_ns`, a reading of `lg_now_ns` made by the
+// caller (once per burst of requests, say) instead of reading the clock. A time earlier than
+// one the limiter has seen is a clock that went backwards: it never admits more than the latest
+// time would.
+//
+// # Safety
+// As `lg_limiter_check_n`.
+lg_status lg_limiter_check_n_at(const lg_limiter *limiter,
+                                uint64_t n,
+                                uint64_t now_ns,
+                                lg_report *report);
 
 // Parses a quota string (leakgate's syntax: `"100/s"`, `"5/minute burst 1"`, `"10 MB/s burst
 // 64 KiB"`, `"1 Gbit/s burst 1 MB"`) into `*out`.

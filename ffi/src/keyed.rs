@@ -93,7 +93,7 @@ pub unsafe extern "C" fn lg_keyed_check(
     key: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, key, 1, report)
+    check_n(keyed, key, 1, None, report)
 }
 
 /// Checks a request of cost `n` for `key` now, with the meaning of
@@ -111,12 +111,56 @@ pub unsafe extern "C" fn lg_keyed_check_n(
     n: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, key, n, report)
+    check_n(keyed, key, n, None, report)
+}
+
+/// [`lg_keyed_check`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
+/// caller.
+///
+/// # Safety
+/// As [`lg_keyed_check_n`].
+#[no_mangle]
+pub unsafe extern "C" fn lg_keyed_check_at(
+    keyed: *const LgKeyed,
+    key: u64,
+    now_ns: u64,
+    report: *mut LgReport,
+) -> LgStatus {
+    check_n(keyed, key, 1, Some(now_ns), report)
+}
+
+/// [`lg_keyed_check_n`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
+/// caller (once per burst, say).
+///
+/// # Safety
+/// As [`lg_keyed_check_n`].
+#[no_mangle]
+pub unsafe extern "C" fn lg_keyed_check_n_at(
+    keyed: *const LgKeyed,
+    key: u64,
+    n: u64,
+    now_ns: u64,
+    report: *mut LgReport,
+) -> LgStatus {
+    check_n(keyed, key, n, Some(now_ns), report)
 }
 
 #[inline(always)]
-fn check_n(keyed: *const LgKeyed, key: u64, n: u64, report: *mut LgReport) -> LgStatus {
-    guard(|| Ok(decision(raw::handle(keyed)?.0.check_n(&key, n), report)))
+fn check_n(
+    keyed: *const LgKeyed,
+    key: u64,
+    n: u64,
+    now_ns: Option<u64>,
+    report: *mut LgReport,
+) -> LgStatus {
+    guard(|| {
+        let keyed = &raw::handle(keyed)?.0;
+        let result = match now_ns {
+            Some(now_ns) => keyed.check_n_at(&key, n, now_ns),
+            None => keyed.check_n(&key, n),
+        };
+        Ok(decision(result, report))
+    })
 }
 
 #[cfg(test)]
@@ -138,6 +182,13 @@ mod tests {
             assert_eq!(lg_keyed_check(keyed, u64::MAX, &mut r), LG_DENIED);
             assert_eq!(lg_keyed_check(keyed, 0, &mut r), LG_OK);
             assert_eq!(r.remaining, 1);
+            let now = crate::lg_now_ns();
+            assert_eq!(lg_keyed_check_at(keyed, 1, now, &mut r), LG_OK);
+            assert_eq!((r.remaining, r.reset_after_ns), (1, HOUR));
+            assert_eq!(lg_keyed_check_n_at(keyed, 1, 2, now, &mut r), LG_DENIED);
+            assert_eq!((r.remaining, r.retry_after_ns), (1, HOUR));
+            assert_eq!(lg_keyed_check_n_at(keyed, 1, 1, now + HOUR, &mut r), LG_OK);
+            assert_eq!(r.remaining, 1);
             lg_keyed_free(keyed);
         }
     }
@@ -155,6 +206,8 @@ mod tests {
             assert!(keyed.is_null());
             assert_eq!(lg_keyed_check(null(), 1, null_mut()), LG_ERR_NULL);
             assert_eq!(lg_keyed_check_n(null(), 1, 1, null_mut()), LG_ERR_NULL);
+            assert_eq!(lg_keyed_check_at(null(), 1, 0, null_mut()), LG_ERR_NULL);
+            assert_eq!(lg_keyed_check_n_at(null(), 1, 1, 0, null_mut()), LG_ERR_NULL);
             lg_keyed_free(null_mut());
         }
     }

@@ -71,7 +71,7 @@ pub unsafe extern "C" fn lg_keyed_bytes_check(
     key_len: usize,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, (key, key_len), 1, report)
+    check_n(keyed, (key, key_len), 1, None, report)
 }
 
 /// Checks a request of cost `n` for the key of `key_len` bytes at `key` (NULL only with
@@ -88,7 +88,40 @@ pub unsafe extern "C" fn lg_keyed_bytes_check_n(
     n: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, (key, key_len), n, report)
+    check_n(keyed, (key, key_len), n, None, report)
+}
+
+/// [`lg_keyed_bytes_check`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by
+/// the caller.
+///
+/// # Safety
+/// As [`lg_keyed_bytes_check_n`].
+#[no_mangle]
+pub unsafe extern "C" fn lg_keyed_bytes_check_at(
+    keyed: *const LgKeyedBytes,
+    key: *const u8,
+    key_len: usize,
+    now_ns: u64,
+    report: *mut LgReport,
+) -> LgStatus {
+    check_n(keyed, (key, key_len), 1, Some(now_ns), report)
+}
+
+/// [`lg_keyed_bytes_check_n`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made
+/// by the caller (once per burst, say).
+///
+/// # Safety
+/// As [`lg_keyed_bytes_check_n`].
+#[no_mangle]
+pub unsafe extern "C" fn lg_keyed_bytes_check_n_at(
+    keyed: *const LgKeyedBytes,
+    key: *const u8,
+    key_len: usize,
+    n: u64,
+    now_ns: u64,
+    report: *mut LgReport,
+) -> LgStatus {
+    check_n(keyed, (key, key_len), n, Some(now_ns), report)
 }
 
 #[inline(always)]
@@ -96,12 +129,17 @@ fn check_n(
     keyed: *const LgKeyedBytes,
     (key, key_len): (*const u8, usize),
     n: u64,
+    now_ns: Option<u64>,
     report: *mut LgReport,
 ) -> LgStatus {
     guard(|| {
-        let keyed = raw::handle(keyed)?;
+        let keyed = &raw::handle(keyed)?.0;
         let key = raw::slice(key, key_len)?;
-        Ok(decision(keyed.0.check_n(key, n), report))
+        let result = match now_ns {
+            Some(now_ns) => keyed.check_n_at(key, n, now_ns),
+            None => keyed.check_n(key, n),
+        };
+        Ok(decision(result, report))
     })
 }
 
@@ -126,6 +164,17 @@ mod tests {
             assert_eq!(lg_keyed_bytes_check(keyed, a.as_ptr(), 7, null_mut()), LG_OK); // a prefix
             assert_eq!(lg_keyed_bytes_check(keyed, null(), 0, null_mut()), LG_OK); // the empty key
             assert_eq!(lg_keyed_bytes_check_n(keyed, null(), 0, 1, null_mut()), LG_DENIED);
+            let (now, b) = (crate::lg_now_ns(), b"b");
+            assert_eq!(lg_keyed_bytes_check_at(keyed, b.as_ptr(), 1, now, null_mut()), LG_OK);
+            assert_eq!(
+                lg_keyed_bytes_check_n_at(keyed, b.as_ptr(), 1, 1, now, null_mut()),
+                LG_DENIED
+            );
+            let later = now + HOUR;
+            assert_eq!(
+                lg_keyed_bytes_check_n_at(keyed, b.as_ptr(), 1, 1, later, null_mut()),
+                LG_OK
+            );
             lg_keyed_bytes_free(keyed);
         }
     }

@@ -68,6 +68,7 @@
     warn(clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)
 )]
 
+mod batch;
 mod clock;
 mod color;
 mod keyed;
@@ -82,12 +83,19 @@ mod srtcm;
 mod status;
 mod trtcm;
 
+pub use batch::{
+    lg_keyed_bytes_check_batch, lg_keyed_bytes_check_batch_at, lg_keyed_check_batch,
+    lg_keyed_check_batch_at,
+};
 pub use clock::lg_now_ns;
 pub use color::{LgColor, LG_COLOR_ERROR, LG_GREEN, LG_RED, LG_YELLOW};
-pub use keyed::{lg_keyed_check, lg_keyed_check_n, lg_keyed_free, lg_keyed_new, LgKeyed};
+pub use keyed::{
+    lg_keyed_check, lg_keyed_check_at, lg_keyed_check_n, lg_keyed_check_n_at, lg_keyed_free,
+    lg_keyed_new, LgKeyed,
+};
 pub use keyed_bytes::{
-    lg_keyed_bytes_check, lg_keyed_bytes_check_n, lg_keyed_bytes_free, lg_keyed_bytes_new,
-    LgKeyedBytes,
+    lg_keyed_bytes_check, lg_keyed_bytes_check_at, lg_keyed_bytes_check_n,
+    lg_keyed_bytes_check_n_at, lg_keyed_bytes_free, lg_keyed_bytes_new, LgKeyedBytes,
 };
 pub use keyed_srtcm::{
     lg_keyed_srtcm_color_aware, lg_keyed_srtcm_color_aware_at, lg_keyed_srtcm_color_blind,
@@ -98,7 +106,8 @@ pub use keyed_trtcm::{
     lg_keyed_trtcm_color_blind_at, lg_keyed_trtcm_free, lg_keyed_trtcm_new, LgKeyedTrTcm,
 };
 pub use limiter::{
-    lg_limiter_check, lg_limiter_check_n, lg_limiter_free, lg_limiter_new, LgLimiter,
+    lg_limiter_check, lg_limiter_check_at, lg_limiter_check_n, lg_limiter_check_n_at,
+    lg_limiter_free, lg_limiter_new, LgLimiter,
 };
 pub use quota::{lg_quota_bytes, lg_quota_new, lg_quota_parse, LgQuota, LG_NUL_TERMINATED};
 pub use report::{LgReport, LG_NEVER};

@@ -67,7 +67,7 @@ pub unsafe extern "C" fn lg_limiter_check(
     limiter: *const LgLimiter,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(limiter, 1, report)
+    check_n(limiter, 1, None, report)
 }
 
 /// Checks a request of cost `n` now (reading the process clock): takes `n` units if they
@@ -98,12 +98,69 @@ pub unsafe extern "C" fn lg_limiter_check_n(
     n: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(limiter, n, report)
+    check_n(limiter, n, None, report)
+}
+
+/// [`lg_limiter_check`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
+/// caller.
+///
+/// # Safety
+/// As [`lg_limiter_check_n`].
+#[no_mangle]
+pub unsafe extern "C" fn lg_limiter_check_at(
+    limiter: *const LgLimiter,
+    now_ns: u64,
+    report: *mut LgReport,
+) -> LgStatus {
+    check_n(limiter, 1, Some(now_ns), report)
+}
+
+/// [`lg_limiter_check_n`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
+/// caller (once per burst of requests, say) instead of reading the clock. A time earlier than
+/// one the limiter has seen is a clock that went backwards: it never admits more than the latest
+/// time would.
+///
+/// # Safety
+/// As [`lg_limiter_check_n`].
+///
+/// ```
+/// use leakgate_ffi::*;
+/// let (mut q, mut lim) = (LgQuota::default(), std::ptr::null_mut());
+/// unsafe {
+///     lg_quota_new(2, 1_000_000_000, 2, &mut q); // 2/s
+///     lg_limiter_new(&q, &mut lim);
+///     let now = lg_now_ns();
+///     assert_eq!(lg_limiter_check_n_at(lim, 2, now, std::ptr::null_mut()), LG_OK);
+///     assert_eq!(lg_limiter_check_at(lim, now, std::ptr::null_mut()), LG_DENIED);
+///     assert_eq!(lg_limiter_check_at(lim, now + 500_000_000, std::ptr::null_mut()), LG_OK);
+///     lg_limiter_free(lim);
+/// }
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn lg_limiter_check_n_at(
+    limiter: *const LgLimiter,
+    n: u64,
+    now_ns: u64,
+    report: *mut LgReport,
+) -> LgStatus {
+    check_n(limiter, n, Some(now_ns), report)
 }
 
 #[inline(always)]
-fn check_n(limiter: *const LgLimiter, n: u64, report: *mut LgReport) -> LgStatus {
-    guard(|| Ok(decision(raw::handle(limiter)?.0.check_n(n), report)))
+fn check_n(
+    limiter: *const LgLimiter,
+    n: u64,
+    now_ns: Option<u64>,
+    report: *mut LgReport,
+) -> LgStatus {
+    guard(|| {
+        let limiter = &raw::handle(limiter)?.0;
+        let result = match now_ns {
+            Some(now_ns) => limiter.check_n_at(n, now_ns),
+            None => limiter.check_n(n),
+        };
+        Ok(decision(result, report))
+    })
 }
 
 #[cfg(test)]
@@ -138,6 +195,34 @@ mod tests {
     }
 
     #[test]
+    fn caller_time_gives_exact_reports_and_never_more_backwards() {
+        let lim = limiter(3600, 3); // one a second, burst 3
+        let mut r = LgReport::default();
+        let now = crate::lg_now_ns() + 10_000_000_000;
+        unsafe {
+            assert_eq!(lg_limiter_check_n_at(lim, 2, now, &mut r), LG_OK);
+            assert_eq!(
+                r,
+                LgReport { remaining: 1, reset_after_ns: 2_000_000_000, retry_after_ns: 0 }
+            );
+            assert_eq!(lg_limiter_check_n_at(lim, 3, now, &mut r), LG_DENIED);
+            let expected = LgReport {
+                remaining: 1,
+                reset_after_ns: 2_000_000_000,
+                retry_after_ns: 2_000_000_000,
+            };
+            assert_eq!(r, expected);
+            assert_eq!(lg_limiter_check_at(lim, now, &mut r), LG_OK);
+            // A second earlier: a clock gone back admits nothing more.
+            assert_eq!(lg_limiter_check_at(lim, now - 1_000_000_000, &mut r), LG_DENIED);
+            assert_eq!(lg_limiter_check_at(lim, now + 1_000_000_000, &mut r), LG_OK);
+            assert_eq!(lg_limiter_check_n_at(null(), 1, now, &mut r), LG_ERR_NULL);
+            assert_eq!(lg_limiter_check_at(null(), now, &mut r), LG_ERR_NULL);
+            lg_limiter_free(lim);
+        }
+    }
+
+    #[test]
     fn bad_arguments_are_codes() {
         let mut lim = null_mut();
         let zero_rate = LgQuota { count: 0, period_ns: 1, burst: 1, bytes: 0 };
@@ -155,15 +240,17 @@ mod tests {
 
     #[test]
     fn threads_share_one_limiter() {
-        let lim = limiter(1, 1000);
-        let addr = lim as usize;
+        let lim = limiter(1_000_000, 1000);
+        let (addr, now) = (lim as usize, crate::lg_now_ns());
         let admitted: u64 = std::thread::scope(|s| {
             let workers: Vec<_> = (0..4)
                 .map(|_| {
                     s.spawn(move || {
                         let lim = addr as *const LgLimiter;
                         (0..400)
-                            .filter(|_| unsafe { lg_limiter_check(lim, null_mut()) } == LG_OK)
+                            .filter(
+                                |_| unsafe { lg_limiter_check_at(lim, now, null_mut()) } == LG_OK,
+                            )
                             .count() as u64
                     })
                 })
