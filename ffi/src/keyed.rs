@@ -5,7 +5,7 @@ use crate::quota::{self, LgQuota};
 use crate::raw;
 use crate::report::{decision, LgReport};
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
-use leakgate::{KeyedLimiter, DEFAULT_CAPACITY, MAX_CAPACITY};
+use leakgate::{Admitted, Denied, KeyedLimiter, DEFAULT_CAPACITY, MAX_CAPACITY};
 
 /// One bucket per `uint64_t` key, all under one quota, in a bounded lock-free table that forgets
 /// idle keys by itself (C: `lg_keyed`, opaque). Made by [`lg_keyed_new`], freed by
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn lg_keyed_check(
     key: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, key, 1, None, report)
+    check(keyed, report, move |k| k.check_n(&key, 1))
 }
 
 /// Checks a request of cost `n` for `key` now, with the meaning of
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn lg_keyed_check_n(
     n: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, key, n, None, report)
+    check(keyed, report, move |k| k.check_n(&key, n))
 }
 
 /// [`lg_keyed_check`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
@@ -126,7 +126,7 @@ pub unsafe extern "C" fn lg_keyed_check_at(
     now_ns: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, key, 1, Some(now_ns), report)
+    check(keyed, report, move |k| k.check_n_at(&key, 1, now_ns))
 }
 
 /// [`lg_keyed_check_n`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
@@ -142,25 +142,18 @@ pub unsafe extern "C" fn lg_keyed_check_n_at(
     now_ns: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, key, n, Some(now_ns), report)
+    check(keyed, report, move |k| k.check_n_at(&key, n, now_ns))
 }
 
+/// The body of every check: `decide` on the table, as a status and a report (see
+/// `limiter::check`).
 #[inline(always)]
-fn check_n(
+fn check(
     keyed: *const LgKeyed,
-    key: u64,
-    n: u64,
-    now_ns: Option<u64>,
     report: *mut LgReport,
+    decide: impl FnOnce(&KeyedLimiter<u64, ProcessClock>) -> Result<Admitted, Denied>,
 ) -> LgStatus {
-    guard(|| {
-        let keyed = &raw::handle(keyed)?.0;
-        let result = match now_ns {
-            Some(now_ns) => keyed.check_n_at(&key, n, now_ns),
-            None => keyed.check_n(&key, n),
-        };
-        Ok(decision(result, report))
-    })
+    guard(move || Ok(decision(decide(&raw::handle(keyed)?.0), report)))
 }
 
 #[cfg(test)]

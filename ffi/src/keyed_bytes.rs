@@ -6,7 +6,7 @@ use crate::quota::LgQuota;
 use crate::raw;
 use crate::report::{decision, LgReport};
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
-use leakgate::KeyedLimiter;
+use leakgate::{Admitted, Denied, KeyedLimiter};
 
 /// One bucket per key, keys being byte strings (an IP address, an API key, a 5-tuple: any
 /// bytes, compared byte for byte), as [`LgKeyed`](crate::LgKeyed) (C: `lg_keyed_bytes`,
@@ -71,7 +71,7 @@ pub unsafe extern "C" fn lg_keyed_bytes_check(
     key_len: usize,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, (key, key_len), 1, None, report)
+    check(keyed, (key, key_len), report, |k, key| k.check_n(key, 1))
 }
 
 /// Checks a request of cost `n` for the key of `key_len` bytes at `key` (NULL only with
@@ -88,7 +88,7 @@ pub unsafe extern "C" fn lg_keyed_bytes_check_n(
     n: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, (key, key_len), n, None, report)
+    check(keyed, (key, key_len), report, move |k, key| k.check_n(key, n))
 }
 
 /// [`lg_keyed_bytes_check`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by
@@ -104,7 +104,7 @@ pub unsafe extern "C" fn lg_keyed_bytes_check_at(
     now_ns: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, (key, key_len), 1, Some(now_ns), report)
+    check(keyed, (key, key_len), report, move |k, key| k.check_n_at(key, 1, now_ns))
 }
 
 /// [`lg_keyed_bytes_check_n`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made
@@ -121,25 +121,21 @@ pub unsafe extern "C" fn lg_keyed_bytes_check_n_at(
     now_ns: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(keyed, (key, key_len), n, Some(now_ns), report)
+    check(keyed, (key, key_len), report, move |k, key| k.check_n_at(key, n, now_ns))
 }
 
+/// The body of every check: `decide` on the table and the key, as a status and a report (see
+/// `limiter::check`).
 #[inline(always)]
-fn check_n(
+fn check(
     keyed: *const LgKeyedBytes,
     (key, key_len): (*const u8, usize),
-    n: u64,
-    now_ns: Option<u64>,
     report: *mut LgReport,
+    decide: impl FnOnce(&KeyedLimiter<Vec<u8>, ProcessClock>, &[u8]) -> Result<Admitted, Denied>,
 ) -> LgStatus {
-    guard(|| {
+    guard(move || {
         let keyed = &raw::handle(keyed)?.0;
-        let key = raw::slice(key, key_len)?;
-        let result = match now_ns {
-            Some(now_ns) => keyed.check_n_at(key, n, now_ns),
-            None => keyed.check_n(key, n),
-        };
-        Ok(decision(result, report))
+        Ok(decision(decide(keyed, raw::slice(key, key_len)?), report))
     })
 }
 

@@ -82,7 +82,7 @@ pub unsafe extern "C" fn lg_keyed_srtcm_color_blind(
     key: u64,
     bytes: u64,
 ) -> LgColor {
-    guard_color(|| Ok(raw::handle(meter)?.0.color_blind(&key, bytes)))
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind(&key, bytes)))
 }
 
 /// [`lg_keyed_srtcm_color_blind`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns)
@@ -97,7 +97,7 @@ pub unsafe extern "C" fn lg_keyed_srtcm_color_blind_at(
     bytes: u64,
     now_ns: u64,
 ) -> LgColor {
-    guard_color(|| Ok(raw::handle(meter)?.0.color_blind_at(&key, bytes, now_ns)))
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind_at(&key, bytes, now_ns)))
 }
 
 /// The colour of a packet of `bytes` of flow `key` that arrives coloured `pre`, metered now,
@@ -138,7 +138,7 @@ fn aware(
     pre: LgColor,
     now_ns: Option<u64>,
 ) -> LgColor {
-    guard_color(|| {
+    guard_color(move || {
         let meter = &raw::handle(meter)?.0;
         let pre = from_c(pre)?;
         let now_ns = now_ns.unwrap_or_else(|| meter.clock().now_ns());

@@ -83,7 +83,7 @@ pub unsafe extern "C" fn lg_keyed_trtcm_color_blind(
     key: u64,
     bytes: u64,
 ) -> LgColor {
-    guard_color(|| Ok(raw::handle(meter)?.0.color_blind(&key, bytes)))
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind(&key, bytes)))
 }
 
 /// [`lg_keyed_trtcm_color_blind`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns)
@@ -98,7 +98,7 @@ pub unsafe extern "C" fn lg_keyed_trtcm_color_blind_at(
     bytes: u64,
     now_ns: u64,
 ) -> LgColor {
-    guard_color(|| Ok(raw::handle(meter)?.0.color_blind_at(&key, bytes, now_ns)))
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind_at(&key, bytes, now_ns)))
 }
 
 /// The colour of a packet of `bytes` of flow `key` that arrives coloured `pre`, metered now,
@@ -139,7 +139,7 @@ fn aware(
     pre: LgColor,
     now_ns: Option<u64>,
 ) -> LgColor {
-    guard_color(|| {
+    guard_color(move || {
         let meter = &raw::handle(meter)?.0;
         let pre = from_c(pre)?;
         let now_ns = now_ns.unwrap_or_else(|| meter.clock().now_ns());

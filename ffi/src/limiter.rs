@@ -5,7 +5,7 @@ use crate::quota::{self, LgQuota};
 use crate::raw;
 use crate::report::{decision, LgReport};
 use crate::status::{guard, guard_unit, LgStatus, LG_OK};
-use leakgate::Limiter;
+use leakgate::{Admitted, Denied, Limiter};
 
 /// A rate limiter: one bucket, lock-free, shared by any number of threads (C: `lg_limiter`,
 /// opaque). Made by [`lg_limiter_new`], freed by [`lg_limiter_free`].
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn lg_limiter_check(
     limiter: *const LgLimiter,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(limiter, 1, None, report)
+    check(limiter, report, |l| l.check_n(1))
 }
 
 /// Checks a request of cost `n` now (reading the process clock): takes `n` units if they
@@ -98,7 +98,7 @@ pub unsafe extern "C" fn lg_limiter_check_n(
     n: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(limiter, n, None, report)
+    check(limiter, report, move |l| l.check_n(n))
 }
 
 /// [`lg_limiter_check`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
@@ -112,7 +112,7 @@ pub unsafe extern "C" fn lg_limiter_check_at(
     now_ns: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(limiter, 1, Some(now_ns), report)
+    check(limiter, report, move |l| l.check_n_at(1, now_ns))
 }
 
 /// [`lg_limiter_check_n`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by the
@@ -143,24 +143,19 @@ pub unsafe extern "C" fn lg_limiter_check_n_at(
     now_ns: u64,
     report: *mut LgReport,
 ) -> LgStatus {
-    check_n(limiter, n, Some(now_ns), report)
+    check(limiter, report, move |l| l.check_n_at(n, now_ns))
 }
 
+/// The body of every check: `decide` on the limiter, its answer as a status and a report. The
+/// closures are `move` and each extern function has its own `decide`, so the arguments reach
+/// the guarded body by value, already specialised.
 #[inline(always)]
-fn check_n(
+fn check(
     limiter: *const LgLimiter,
-    n: u64,
-    now_ns: Option<u64>,
     report: *mut LgReport,
+    decide: impl FnOnce(&Limiter<ProcessClock>) -> Result<Admitted, Denied>,
 ) -> LgStatus {
-    guard(|| {
-        let limiter = &raw::handle(limiter)?.0;
-        let result = match now_ns {
-            Some(now_ns) => limiter.check_n_at(n, now_ns),
-            None => limiter.check_n(n),
-        };
-        Ok(decision(result, report))
-    })
+    guard(move || Ok(decision(decide(&raw::handle(limiter)?.0), report)))
 }
 
 #[cfg(test)]
@@ -241,12 +236,13 @@ mod tests {
     #[test]
     fn threads_share_one_limiter() {
         let lim = limiter(1_000_000, 1000);
-        let (addr, now) = (lim as usize, crate::lg_now_ns());
+        // Shared as C shares it, a pointer in every thread (through a reference, which is Sync).
+        let (shared, now): (&LgLimiter, u64) = (unsafe { &*lim }, crate::lg_now_ns());
         let admitted: u64 = std::thread::scope(|s| {
             let workers: Vec<_> = (0..4)
                 .map(|_| {
                     s.spawn(move || {
-                        let lim = addr as *const LgLimiter;
+                        let lim: *const LgLimiter = shared;
                         (0..400)
                             .filter(
                                 |_| unsafe { lg_limiter_check_at(lim, now, null_mut()) } == LG_OK,

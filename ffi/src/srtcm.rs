@@ -73,7 +73,7 @@ pub unsafe extern "C" fn lg_srtcm_free(meter: *mut LgSrTcm) {
 /// `meter` a live handle ([the pointer rules](crate#pointers)).
 #[no_mangle]
 pub unsafe extern "C" fn lg_srtcm_color_blind(meter: *const LgSrTcm, bytes: u64) -> LgColor {
-    guard_color(|| Ok(raw::handle(meter)?.0.color_blind(bytes)))
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind(bytes)))
 }
 
 /// [`lg_srtcm_color_blind`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns) made by
@@ -88,7 +88,7 @@ pub unsafe extern "C" fn lg_srtcm_color_blind_at(
     bytes: u64,
     now_ns: u64,
 ) -> LgColor {
-    guard_color(|| Ok(raw::handle(meter)?.0.color_blind_at(bytes, now_ns)))
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind_at(bytes, now_ns)))
 }
 
 /// The colour of a packet of `bytes` that arrives coloured `pre`, metered now, colour-aware
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn lg_srtcm_color_aware_at(
 
 #[inline(always)]
 fn aware(meter: *const LgSrTcm, bytes: u64, pre: LgColor, now_ns: Option<u64>) -> LgColor {
-    guard_color(|| {
+    guard_color(move || {
         let meter = &raw::handle(meter)?.0;
         let pre: Color = from_c(pre)?;
         let now_ns = now_ns.unwrap_or_else(|| meter.clock().now_ns());
