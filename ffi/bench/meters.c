@@ -258,7 +258,7 @@ static void bench(int rounds) {
     }
     printf("\n%-14s %-30s %7s %9s %9s %9s\n", "case", "contender", "threads", "median", "min", "green %");
     for (int k = 0; k < 4; k++) {
-        double base[MAX_THREADS + 1] = {0};
+        double base[MAX_THREADS + 1] = {0}, base_lo[MAX_THREADS + 1] = {0};
         for (int i = 0; i < n; i++) {
             struct contender *x = &c[k][i];
             double med = median(x->ns, rounds), lo = x->ns[0];
@@ -266,10 +266,13 @@ static void bench(int rounds) {
             long all = x->seen[0] + x->seen[1] + x->seen[2];
             printf("%-14s %-30s %7d %6.2f ns %6.2f ns %8.1f%%", cases[k], x->name, x->threads, med, lo,
                    100.0 * (double)x->seen[0] / (double)(all ? all : 1));
-            if (strncmp(x->name, "rte_meter", 9) == 0 && (base[x->threads] == 0 || med < base[x->threads]))
+            if (strncmp(x->name, "rte_meter", 9) == 0 && (base[x->threads] == 0 || med < base[x->threads])) {
                 base[x->threads] = med;
+                base_lo[x->threads] = lo;
+            }
             if (strncmp(x->name, "leakgate", 8) == 0 && base[x->threads] > 0)
-                printf("   %.2fx the best rte_meter", med / base[x->threads]);
+                printf("   %.2fx (min %.2fx) the best rte_meter", med / base[x->threads],
+                       lo / base_lo[x->threads]);
             printf("\n");
         }
     }
