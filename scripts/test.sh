@@ -25,7 +25,7 @@ trap 'rm -f "$log"' EXIT
 # binary. A step that fails with no failed test (it did not build, a test binary crashed) counts
 # as one failure; the suite goes on either way.
 step() {
-    echo "== $1"
+    echo "== $1 (${SECONDS}s)"
     shift
     local ok=1
     "$@" 2>&1 | tee "$log" || ok=0
