@@ -145,7 +145,8 @@ typedef uint8_t lg_color;
 #define LG_ERR_ARGUMENT (-3)
 
 // leakgate panicked inside the call (a bug: please report it). The panic was caught: nothing
-// crossed into C, and the handle may be used and freed as usual.
+// crossed into C, and the handle may be used and freed as usual (Rust's default panic hook
+// has printed the message to stderr).
 #define LG_ERR_PANIC (-4)
 
 #ifdef __cplusplus

@@ -3,8 +3,9 @@
 //!
 //! Build `libleakgate_ffi.a` and `libleakgate_ffi.so` with `cargo build -p leakgate-ffi
 //! --release`, include `ffi/include/leakgate.h` (generated from this crate by cbindgen; a test
-//! checks it is current), and link with `-lleakgate_ffi -lpthread -ldl -lm`. See the crate's
-//! `README.md` for a C example and the figures.
+//! checks it is current), and link `libleakgate_ffi.a -lpthread -ldl -lm -lrt` (or
+//! `-lleakgate_ffi` for the shared library). See the crate's `README.md` for a C example, the
+//! link flags and the figures.
 //!
 //! * **Handles.** Opaque pointers made by a `*_new` function (from an [`LgQuota`], itself from
 //!   text or numbers), freed by the matching `*_free`: [`LgLimiter`] (one bucket), [`LgKeyed`]

@@ -23,7 +23,8 @@ pub const LG_ERR_QUOTA: LgStatus = -2;
 /// pointer not aligned for its type, an array longer than memory, text that is not UTF-8.
 pub const LG_ERR_ARGUMENT: LgStatus = -3;
 /// leakgate panicked inside the call (a bug: please report it). The panic was caught: nothing
-/// crossed into C, and the handle may be used and freed as usual.
+/// crossed into C, and the handle may be used and freed as usual (Rust's default panic hook
+/// has printed the message to stderr).
 pub const LG_ERR_PANIC: LgStatus = -4;
 
 /// Why a call failed, inside the crate.
