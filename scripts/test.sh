@@ -3,8 +3,9 @@
 # tests, and the loom models. Usage: bash scripts/test.sh
 #
 # Needs a Rust toolchain. Installs what is missing (Debian packages, through apt-get):
-# redis-server for leakgate-redis's tests (scripts/ensure-redis.sh) and postgresql for
-# leakgate-jobs's (scripts/ensure-postgres.sh). The tests start their own servers on free loopback
+# redis-server for leakgate-redis's tests (scripts/ensure-redis.sh), postgresql for
+# leakgate-jobs's (scripts/ensure-postgres.sh), and a C compiler for leakgate-ffi's C test
+# (ffi/tests/c/run.sh). The tests start their own servers on free loopback
 # ports and stop them (and remove their folders) when they end.
 #
 # Every step runs even if an earlier one failed; the last line is the total over all of them:
@@ -39,6 +40,11 @@ step() {
 
 step "unit, integration, property and doc tests (all features)" \
     cargo test --workspace --all-features
+
+# leakgate-ffi from C: builds the static and shared library, compiles ffi/tests/c/*.c with cc
+# (installed with apt-get if missing) and runs each, linked both ways, from several threads.
+step "C ABI (a C program on leakgate-ffi, 4 threads, static and shared)" \
+    bash ffi/tests/c/run.sh
 
 # `--tests` leaves the doc tests out: they ran above, and `--ignored` would also run the README's
 # `ignore` blocks, which name the sibling crates (leakgate-redis, leakgate-tower).
