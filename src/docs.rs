@@ -270,6 +270,14 @@ pub mod packets {
     //!   moved, less the time since its clock reading otherwise.
     //! * **Caller time.** Every method has an `_at` form that takes a reading of the meter's
     //!   clock made by the caller (once per burst of packets, say), and none allocates.
+    //! * **Shared or owned.** `color_blind`, `color_aware` and their `_at` forms take `&self`:
+    //!   the meter is shared (`&` or `Arc`) by any number of threads, lock-free, and a green
+    //!   packet costs one compare-and-swap a bucket. A meter that one thread owns (one per core
+    //!   or per receive queue, as DPDK keeps its `rte_meter`s) can use the `_mut` forms
+    //!   ([`SrTcm::color_blind_at_mut`](crate::SrTcm::color_blind_at_mut) and the rest), which
+    //!   take `&mut self` and read and write its words as plain integers: the same colours, no
+    //!   atomic read-modify-write, no fence. The two may be mixed on one meter; the `&mut`
+    //!   borrow is the proof that no other thread is using it.
     //!
     //! ```
     //! use leakgate::{Clock, Color, Quota, SrTcm};
@@ -280,6 +288,21 @@ pub mod packets {
     //! let now = meter.clock().now_ns(); // once per burst
     //! let colours: Vec<Color> = burst.iter().map(|&len| meter.color_blind_at(len, now)).collect();
     //! assert_eq!(colours, [Color::Green; 4]);
+    //!
+    //! // One meter per queue, each owned by the thread that polls its queue.
+    //! let mut per_queue: Vec<SrTcm> = (0..4)
+    //!     .map(|_| SrTcm::new("1 Gbit/s burst 64 KiB".parse::<Quota>()?, 128 * 1024))
+    //!     .collect::<Result<_, _>>()?;
+    //! std::thread::scope(|s| {
+    //!     for meter in &mut per_queue {
+    //!         s.spawn(move || {
+    //!             let now = meter.clock().now_ns();
+    //!             for &len in &burst {
+    //!                 assert_eq!(meter.color_blind_at_mut(len, now), Color::Green);
+    //!             }
+    //!         });
+    //!     }
+    //! });
     //! # Ok::<(), Box<dyn std::error::Error>>(())
     //! ```
 }

@@ -1,109 +1,17 @@
 //! The colour meters against plain models of RFC 2697 and RFC 2698, written from the RFCs'
 //! text: buckets that start full and gain one token at each tick of their rate (at `k * T`,
 //! `T = 1 / rate`, counted from the clock's origin), in the RFCs' update order, and the RFCs'
-//! colour rules. One thread, a monotone clock; the meters are driven by a `ManualClock` and by
-//! caller time, and every colour and every token count must be the model's exactly.
+//! colour rules (`support/rfc.rs`). One thread, a monotone clock; the meters are driven by a
+//! `ManualClock` and by caller time, and every colour and every token count must be the model's
+//! exactly.
 
-use leakgate::{Color, KeyedSrTcm, KeyedTrTcm, ManualClock, Quota, SrTcm, TrTcm};
+mod support;
+
+use leakgate::{Color, KeyedSrTcm, KeyedTrTcm, ManualClock, SrTcm, TrTcm};
 use proptest::prelude::*;
 use std::time::Duration;
-
-/// Ticks of a rate of `count` per `period_ns` that have fallen by `t_ns`: `floor(t * count /
-/// period)`, exactly.
-fn ticks(t_ns: u64, count: u64, period_ns: u64) -> u64 {
-    (u128::from(t_ns) * u128::from(count) / u128::from(period_ns)) as u64
-}
-
-/// RFC 2697, section 3, as written.
-#[derive(Clone, Debug)]
-struct RefSrTcm {
-    cir: (u64, u64),
-    cbs: u64,
-    ebs: u64,
-    tc: u64,
-    te: u64,
-    ticks: u64,
-}
-
-impl RefSrTcm {
-    fn new(cir: (u64, u64), cbs: u64, ebs: u64) -> Self {
-        // "The token buckets C and E are initially (at time 0) full."
-        RefSrTcm { cir, cbs, ebs, tc: cbs, te: ebs, ticks: 0 }
-    }
-
-    /// "Thereafter, the token counts Tc and Te are updated CIR times per second as follows: If
-    /// Tc is less than CBS, Tc is incremented by one, else if Te is less then EBS, Te is
-    /// incremented by one, else neither Tc nor Te is incremented."
-    fn advance(&mut self, t_ns: u64) {
-        let now = ticks(t_ns, self.cir.0, self.cir.1);
-        while self.ticks < now {
-            self.ticks += 1;
-            if self.tc < self.cbs {
-                self.tc += 1;
-            } else if self.te < self.ebs {
-                self.te += 1;
-            } else {
-                // Both full: the remaining ticks change nothing.
-                self.ticks = now;
-            }
-        }
-    }
-
-    /// Colour-aware metering; colour-blind is `pre = Green` (the RFC's two lists agree there).
-    fn meter(&mut self, t_ns: u64, b: u64, pre: Color) -> Color {
-        self.advance(t_ns);
-        if pre == Color::Green && self.tc >= b {
-            self.tc -= b;
-            Color::Green
-        } else if pre != Color::Red && self.te >= b {
-            self.te -= b;
-            Color::Yellow
-        } else {
-            Color::Red
-        }
-    }
-}
-
-/// RFC 2698, section 3, as written.
-#[derive(Clone, Debug)]
-struct RefTrTcm {
-    pir: (u64, u64),
-    cir: (u64, u64),
-    pbs: u64,
-    cbs: u64,
-    tp: u64,
-    tc: u64,
-    ticks: (u64, u64),
-}
-
-impl RefTrTcm {
-    fn new(pir: (u64, u64), pbs: u64, cir: (u64, u64), cbs: u64) -> Self {
-        RefTrTcm { pir, cir, pbs, cbs, tp: pbs, tc: cbs, ticks: (0, 0) }
-    }
-
-    /// "The token count Tp is incremented by one PIR times per second up to PBS and the token
-    /// count Tc is incremented by one CIR times per second up to CBS."
-    fn advance(&mut self, t_ns: u64) {
-        let (p, c) = (ticks(t_ns, self.pir.0, self.pir.1), ticks(t_ns, self.cir.0, self.cir.1));
-        self.tp = self.pbs.min(self.tp + (p - self.ticks.0).min(self.pbs));
-        self.tc = self.cbs.min(self.tc + (c - self.ticks.1).min(self.cbs));
-        self.ticks = (p, c);
-    }
-
-    fn meter(&mut self, t_ns: u64, b: u64, pre: Color) -> Color {
-        self.advance(t_ns);
-        if pre == Color::Red || self.tp < b {
-            Color::Red
-        } else if pre == Color::Yellow || self.tc < b {
-            self.tp -= b;
-            Color::Yellow
-        } else {
-            self.tp -= b;
-            self.tc -= b;
-            Color::Green
-        }
-    }
-}
+use support::rfc::{RefSrTcm, RefTrTcm};
+use support::{bytes, rate};
 
 /// One packet: the time since the last one (ns), its size, its colour on arrival, its flow.
 #[derive(Clone, Debug)]
@@ -123,20 +31,6 @@ fn packets(max_wait_ns: u64) -> impl Strategy<Value = Vec<Packet>> {
     )
         .prop_map(|(wait_ns, size, pre, flow)| Packet { wait_ns, size, pre, flow });
     proptest::collection::vec(packet, 1..120)
-}
-
-/// A rate as `(count, period_ns)`: one unit every `t` ns, written as `k` per `k * t` (whole
-/// nanosecond intervals), or `3` per `t` (a third of `t`: intervals that are not whole
-/// nanoseconds).
-fn rate() -> impl Strategy<Value = (u64, u64)> {
-    prop_oneof![
-        (1u64..4, 1u64..3000).prop_map(|(k, t)| (k, k * t)),
-        (1u64..3000).prop_map(|t| (3, t))
-    ]
-}
-
-fn bytes(rate: (u64, u64), burst: u64) -> Quota {
-    Quota::bytes(rate.0, Duration::from_nanos(rate.1), burst).unwrap()
 }
 
 proptest! {
@@ -169,11 +63,11 @@ proptest! {
             };
             prop_assert_eq!(by_clock, expected, "{:?} at {}", p, t);
             prop_assert_eq!(at, expected, "caller time: {:?} at {}", p, t);
-            prop_assert_eq!(own.tokens_at(t), (one.tc, one.te));
+            prop_assert_eq!(own.tokens_at(t), one.tokens());
             let flow = usize::from(p.flow);
             let expected = flows[flow].meter(t, p.size, pre);
             prop_assert_eq!(keyed.color_aware_at(&p.flow, p.size, pre, t), expected, "flow {:?}", p);
-            prop_assert_eq!(keyed.tokens_at(&p.flow, t), (flows[flow].tc, flows[flow].te));
+            prop_assert_eq!(keyed.tokens_at(&p.flow, t), flows[flow].tokens());
         }
     }
 
@@ -209,11 +103,11 @@ proptest! {
             };
             prop_assert_eq!(by_clock, expected, "{:?} at {}", p, t);
             prop_assert_eq!(at, expected, "caller time: {:?} at {}", p, t);
-            prop_assert_eq!(own.tokens_at(t), (one.tp, one.tc));
+            prop_assert_eq!(own.tokens_at(t), one.tokens());
             let flow = usize::from(p.flow);
             let expected = flows[flow].meter(t, p.size, pre);
             prop_assert_eq!(keyed.color_aware_at(&p.flow, p.size, pre, t), expected, "flow {:?}", p);
-            prop_assert_eq!(keyed.tokens_at(&p.flow, t), (flows[flow].tp, flows[flow].tc));
+            prop_assert_eq!(keyed.tokens_at(&p.flow, t), flows[flow].tokens());
         }
     }
 }
@@ -240,9 +134,9 @@ proptest! {
             // Whole periods and a fraction of one, so that readings fall near ticks too.
             t += periods * period + period / 1000 * thousandths;
             prop_assert_eq!(sr.color_blind_at(size, t), sr_ref.meter(t, size, Color::Green), "srTCM at {}", t);
-            prop_assert_eq!(sr.tokens_at(t), (sr_ref.tc, sr_ref.te));
+            prop_assert_eq!(sr.tokens_at(t), sr_ref.tokens());
             prop_assert_eq!(tr.color_blind_at(size, t), tr_ref.meter(t, size, Color::Green), "trTCM at {}", t);
-            prop_assert_eq!(tr.tokens_at(t), (tr_ref.tp, tr_ref.tc));
+            prop_assert_eq!(tr.tokens_at(t), tr_ref.tokens());
         }
     }
 }

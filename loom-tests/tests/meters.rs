@@ -78,6 +78,42 @@ fn srtcm_three_greens_for_two_buckets() {
     srtcm_model(2, 2, &[(2, Color::Green), (2, Color::Green), (1, Color::Green)]);
 }
 
+#[test]
+fn srtcm_an_owner_after_the_threads_sees_exactly_what_they_took() {
+    // The race above, then the threads are joined and one owner meters on through `&mut`
+    // (plain reads and writes of the words: `color_*_mut`). The owner's words hold exactly the
+    // threads' charges, and its packets are coloured from them as the RFC says.
+    model(|| {
+        let packets = [(2, Color::Green), (1, Color::Green)];
+        let meter = Arc::new(SrTcm::with_clock(bytes(2), 1, ManualClock::new()).unwrap());
+        let colours = race(&meter, &packets, |m, size, pre| m.color_aware(size, pre));
+        let mut meter = Arc::try_unwrap(meter).expect("the threads are joined");
+        let [green, yellow, _] = totals(&packets, &colours);
+        let (mut tc, mut te) = (2 - green, 1 - yellow);
+        assert_eq!(meter.tokens_at(0), (tc, te), "{colours:?}");
+        // The owner's packets, coloured as RFC 2697 colours them from those tokens (the clock
+        // stands still): a green packet of 1, then a yellow one.
+        let blind = if tc >= 1 {
+            tc -= 1;
+            Color::Green
+        } else if te >= 1 {
+            te -= 1;
+            Color::Yellow
+        } else {
+            Color::Red
+        };
+        assert_eq!(meter.color_blind_at_mut(1, 0), blind, "{colours:?}");
+        let aware = if te >= 1 {
+            te -= 1;
+            Color::Yellow
+        } else {
+            Color::Red
+        };
+        assert_eq!(meter.color_aware_mut(1, Color::Yellow), aware, "{colours:?}");
+        assert_eq!(meter.tokens_at(0), (tc, te), "{colours:?}");
+    });
+}
+
 /// A trTCM (PBS, CBS) metering `packets` at once: `P` ends at PBS less the greens and yellows,
 /// `C` at CBS less the greens.
 fn trtcm_model(pbs: u64, cbs: u64, packets: &'static [(u64, Color)]) {

@@ -1,6 +1,7 @@
 //! A `#![no_std]` crate built on leakgate with its default features off: it uses every item of
 //! the core that needs no `std` (quotas parsed from text and printed, their errors, a [`Limiter`]
-//! and the colour meters [`SrTcm`] and [`TrTcm`] on a clock the caller sets once per burst), so
+//! and the colour meters [`SrTcm`] and [`TrTcm`] on a clock the caller sets once per burst,
+//! shared or held by one owner), so
 //! that CI, building it for a target that has no `std` at all (`x86_64-unknown-none`), fails if
 //! a `std` creeps into leakgate's core or its dependencies. With the feature `alloc` it also uses
 //! what needs an allocator ([`leakgate::ManualClock`], a `Clock` for `Arc`).
@@ -165,6 +166,29 @@ impl<'c> Gate<'c> {
                 Some(pre) => (
                     self.single_rate.color_aware_at(bytes, pre, now_ns),
                     self.two_rate.color_aware_at(bytes, pre, now_ns),
+                ),
+            };
+            colours.single_rate[sr as usize] += 1;
+            colours.two_rate[tr as usize] += 1;
+        }
+        colours
+    }
+
+    /// [`Gate::meter`] for a gate that one thread owns (one per core or queue): the same
+    /// colours, with plain reads and writes of the meters' words (`&mut self`: no other thread
+    /// can meter at the same time).
+    pub fn meter_owned(&mut self, now_ns: u64, packets: &[u64], pre: Option<Color>) -> Colours {
+        self.requests.clock().set(now_ns);
+        let mut colours = Colours::default();
+        for &bytes in packets {
+            let (sr, tr) = match pre {
+                None => (
+                    self.single_rate.color_blind_at_mut(bytes, now_ns),
+                    self.two_rate.color_blind_at_mut(bytes, now_ns),
+                ),
+                Some(pre) => (
+                    self.single_rate.color_aware_mut(bytes, pre),
+                    self.two_rate.color_aware_mut(bytes, pre),
                 ),
             };
             colours.single_rate[sr as usize] += 1;

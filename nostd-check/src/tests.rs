@@ -62,6 +62,26 @@ fn colours_follow_the_rfcs_at_the_callers_time() {
 }
 
 #[test]
+fn an_owned_gate_colours_as_a_shared_one() {
+    // The same bursts through the shared path and the owner's: the same colours and tokens.
+    let (shared_clock, owned_clock) = (BurstClock::new(), BurstClock::new());
+    let (shared, mut owned) = (gate(&shared_clock), gate(&owned_clock));
+    let bursts: [(u64, &[u64], Option<Color>); 5] = [
+        (0, &[1000, 500, 1], None),
+        (SECOND / 2, &[400, 400, 400], None),
+        (SECOND / 4, &[1, 0, 2000], None), // the clock went back
+        (2 * SECOND, &[300, 900, 300], Some(Color::Yellow)),
+        (3 * SECOND, &[600, 600, 600, 600], Some(Color::Green)),
+    ];
+    for (now, packets, pre) in bursts {
+        assert_eq!(owned.meter_owned(now, packets, pre), shared.meter(now, packets, pre), "{now}");
+        assert_eq!(owned.tokens(now), shared.tokens(now), "{now}");
+    }
+    // The last burst: srTCM green then red (C 400 left, E 500 too few); trTCM green, yellow, red.
+    assert_eq!(owned.tokens(3 * SECOND), [(400, 500), (300, 400)]);
+}
+
+#[test]
 fn quotas_print_and_read_back_without_an_allocator() {
     let clock = BurstClock::new();
     let gate =

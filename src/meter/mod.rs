@@ -61,6 +61,12 @@
 //! packet may get a lower colour than a sequential run would give it, when another packet in
 //! flight is counted first.
 //!
+//! **One owner.** The `_mut` methods of [`SrTcm`] and [`TrTcm`] take `&mut self`, which proves
+//! no other thread meters at the same time (a meter per core or per queue, as DPDK keeps
+//! `rte_meter`s): they run the same decision on the same words read and written as plain
+//! integers (`AtomicU64::get_mut`), with no compare-and-swap and no fence, so every colour and
+//! every state is the shared path's for the same packets (see `exclusive.rs`).
+//!
 //! **Caller time.** The `_at` methods take a reading of the meter's clock made by the caller
 //! (once per burst of packets, say) instead of reading it, for a packet loop that reads its
 //! clock once per burst. They never allocate or lock (but the first packet of a new flow of a
@@ -68,6 +74,7 @@
 //! to give a charge back: the bound that keeps a give-back safe needs a time no earlier than
 //! any other packet's, so caller times must come from the meter's clock (`meter.clock()`).
 
+mod exclusive;
 #[cfg(feature = "std")]
 mod keyed_slots;
 #[cfg(feature = "std")]

@@ -31,6 +31,15 @@ pub(super) trait SrWords {
     fn take_excess(&self, n: u64, now_e: u64) -> bool;
     /// Gives back a charge of `n` that left `A` at `after`, made at the decision's time.
     fn give_back(&self, at: Self::Charge, after: u64, n: u64);
+    /// Orders a green packet's charge of `A`, just made, before its charge of `C`, for the
+    /// readers of `C` on other threads: a `Release` fence. Nothing for words that no other
+    /// thread can reach (an exclusive owner's).
+    #[inline(always)]
+    fn publish_total(&self) {
+        // Release: a reader of `C` that sees the charge of `C` to come (Acquire) sees the
+        // charge of `A` made before this fence.
+        fence(Ordering::Release);
+    }
 }
 
 /// The colour-blind decision for a packet of `n` at `now`.
@@ -47,8 +56,7 @@ pub(super) fn blind<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64) ->
         // `A` refuses: `Tc + Te < n` counting every packet in flight, so neither colour pays.
         return Color::Red;
     };
-    // Release: a reader of `C` that sees this charge (Acquire) sees the charge of `A` above.
-    fence(Ordering::Release);
+    words.publish_total();
     if words.take_committed(n) {
         return Color::Green;
     }
@@ -123,19 +131,19 @@ pub(super) fn aware<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64, pr
 pub struct SrTcm<#[cfg(feature = "std")] C: Clock = TscClock, #[cfg(not(feature = "std"))] C: Clock>
 {
     /// The two words, side by side on one line: every green packet writes both.
-    words: CachePadded<Words>,
-    rates: SrRates,
+    pub(super) words: CachePadded<Words>,
+    pub(super) rates: SrRates,
     committed: Quota,
     ebs: u64,
-    clock: C,
+    pub(super) clock: C,
 }
 
 /// `C` and `A` (the total `Tc + Te`): `TAT`s in ticks of CIR since the clock's origin (0: a
 /// new, full bucket). Read and written only through [`crate::bucket`].
 #[derive(Debug, Default)]
-struct Words {
-    committed: MeterWord,
-    total: MeterWord,
+pub(super) struct Words {
+    pub(super) committed: MeterWord,
+    pub(super) total: MeterWord,
 }
 
 #[cfg(feature = "std")]

@@ -3,12 +3,13 @@
 
 use super::words::{ticks, MeterWord, Ticks};
 use super::{Color, MeterError};
-use crate::bucket;
+use crate::bucket::{self, Word};
 use crate::clock::Clock;
 #[cfg(feature = "std")]
 use crate::clock::TscClock;
 use crate::gcra::Rate;
 use crate::quota::Quota;
+use core::convert::Infallible;
 use core::fmt;
 use crossbeam_utils::CachePadded;
 
@@ -32,6 +33,25 @@ pub(super) fn decide(
         Color::Green if take_committed() => Color::Green,
         Color::Green => Color::Yellow,
     }
+}
+
+/// [`decide`] on the words `[P, C]` of a plain meter, whatever they are (a [`TrTcm`]'s shared
+/// words, or the same words held by their one owner: see `exclusive.rs`), with their rates and
+/// clocks in ticks, for a packet of `n` coloured `pre` at `now_ns`.
+#[inline(always)]
+pub(super) fn decide_on<W: Word<Gone = Infallible>>(
+    [p, c]: [&W; 2],
+    [peak_rate, committed_rate]: [&Rate; 2],
+    [peak, committed]: &[Ticks; 2],
+    n: u64,
+    pre: Color,
+    now_ns: u64,
+) -> Color {
+    let take = |word: &W, rate: &Rate, ticks: &Ticks| {
+        let Ok(taken) = bucket::take(word, rate, ticks.at(now_ns), n, 0);
+        taken.is_ok()
+    };
+    decide(pre, n, || take(p, peak_rate, peak), || take(c, committed_rate, committed))
 }
 
 /// The checks of a trTCM's two quotas: the same units, and PIR at least CIR (RFC 2698).
@@ -81,14 +101,14 @@ pub struct TrTcm<#[cfg(feature = "std")] C: Clock = TscClock, #[cfg(not(feature 
     /// `P` and `C`: `TAT`s in ticks of PIR and of CIR since the clock's origin (0: a new, full
     /// bucket), side by side on one line: every green packet writes both. Read and written only
     /// through [`crate::bucket`].
-    words: CachePadded<[MeterWord; 2]>,
-    peak_rate: Rate,
-    committed_rate: Rate,
+    pub(super) words: CachePadded<[MeterWord; 2]>,
+    pub(super) peak_rate: Rate,
+    pub(super) committed_rate: Rate,
     /// The clock in ticks of PIR and of CIR.
-    ticks: [Ticks; 2],
+    pub(super) ticks: [Ticks; 2],
     peak: Quota,
     committed: Quota,
-    clock: C,
+    pub(super) clock: C,
 }
 
 #[cfg(feature = "std")]
@@ -183,17 +203,8 @@ impl<C: Clock> TrTcm<C> {
     #[inline]
     pub fn color_aware_at(&self, bytes: u64, pre: Color, now_ns: u64) -> Color {
         let [p, c] = &*self.words;
-        let take = |word: &MeterWord, rate: &Rate, ticks: &Ticks| {
-            let Ok(taken) = bucket::take(word, rate, ticks.at(now_ns), bytes, 0);
-            taken.is_ok()
-        };
-        let [peak, committed] = &self.ticks;
-        decide(
-            pre,
-            bytes,
-            || take(p, &self.peak_rate, peak),
-            || take(c, &self.committed_rate, committed),
-        )
+        let rates = [&self.peak_rate, &self.committed_rate];
+        decide_on([p, c], rates, &self.ticks, bytes, pre, now_ns)
     }
 
     /// The RFC's token counts `(Tp, Tc)` at `now_ns`: what the peak and committed buckets hold.

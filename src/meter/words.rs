@@ -4,7 +4,8 @@ use super::MeterError;
 use crate::bucket::Word;
 use crate::gcra::Rate;
 use crate::quota::{Quota, QuotaError};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{self, AtomicU64, Ordering};
+use core::cell::Cell;
 
 /// `quota` compiled in ticks (whole emission intervals: see the module docs) with a burst of
 /// `burst`. Every quota compiles (ticks are no finer than the units `Quota` was validated
@@ -98,6 +99,15 @@ impl SrRates {
 pub(super) struct MeterWord {
     /// `TAT` in ticks of the bucket's rate since the clock's origin (0: a new, full bucket).
     tat: AtomicU64,
+}
+
+impl MeterWord {
+    /// Runs `f` on the word's state as a plain cell, for an owner that holds the meter
+    /// exclusively (`&mut`): no atomic operation, no ordering (see `exclusive.rs`).
+    #[inline(always)]
+    pub(super) fn with_mut<R>(&mut self, f: impl FnOnce(&Cell<u64>) -> R) -> R {
+        sync::with_mut(&mut self.tat, |tat| f(Cell::from_mut(tat)))
+    }
 }
 
 impl Word for MeterWord {

@@ -63,6 +63,22 @@ pub(crate) use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrd
 /// that hold only for the real ones.
 pub(crate) const LOOM: bool = cfg!(loom);
 
+/// Runs `f` on the value of `word`, which the caller holds exclusively (`&mut`, so no other
+/// thread can reach it): a plain read and write of the integer, with no atomic operation and no
+/// ordering. `get_mut` for `core`'s and `portable-atomic`'s atomics; loom has no `get_mut`, and
+/// its `with_mut` also checks that the model's threads are done with the word.
+#[cfg(not(loom))]
+#[inline(always)]
+pub(crate) fn with_mut<R>(word: &mut AtomicU64, f: impl FnOnce(&mut u64) -> R) -> R {
+    f(word.get_mut())
+}
+
+/// Under loom: loom's `with_mut` (see the other `with_mut`).
+#[cfg(loom)]
+pub(crate) fn with_mut<R>(word: &mut AtomicU64, f: impl FnOnce(&mut u64) -> R) -> R {
+    word.with_mut(f)
+}
+
 /// Locks `mutex`, ignoring poison: every holder of a lock in the crate leaves what it guards (or
 /// orders: most guard no data of their own) consistent before any user code that may panic.
 #[cfg(any(loom, feature = "std"))]
