@@ -6,13 +6,16 @@
  * alignment, the rest is the caller's to keep):
  * 1. A handle is NULL or was returned by the matching *_new and not yet freed. It is freed
  *    once, by its *_free, after every other call on it in every thread has returned; until
- *    then any number of threads may call on it at once.
+ *    then any number of threads may call on it at once (but see 5).
  * 2. An input pointer (a quota, a key, text) points to readable memory of its size or given
  *    length that no one writes during the call; NULL only where a function allows it (a key
  *    or text of length 0 may be NULL).
  * 3. An output pointer points to writable memory of its size that no one else reads or writes
  *    during the call; NULL where a function allows it (report, tc/te/tp, err).
  * 4. Text is len bytes, or with len = LG_NUL_TERMINATED (SIZE_MAX) a NUL-terminated string.
+ * 5. A meter passed to an *_excl function is used by no other call, in any thread, while that
+ *    call runs: the caller holds it exclusively (one meter per core or queue, as with DPDK's
+ *    rte_meter). The plain functions are for a meter shared by threads.
  *
  * Caller time: every *_at function takes now_ns, a reading of lg_now_ns() (one per burst of
  * packets, say), instead of reading the clock itself.
@@ -75,6 +78,10 @@ typedef struct lg_trtcm lg_trtcm;
 // not conform), or a negative `LG_ERR_*` code saying why the call did nothing.
 typedef int32_t lg_status;
 
+// A packet's colour, with DPDK's values (`enum rte_color`): `LG_GREEN` 0, `LG_YELLOW` 1,
+// `LG_RED` 2; or `LG_COLOR_ERROR` (255) from a call that could not meter.
+typedef uint8_t lg_color;
+
 // A quota: `count` units per `period_ns` nanoseconds, at most `burst` units at once; units are
 // bytes when `bytes` is 1 (a byte quota: a packet of `L` bytes costs `L`), anything else when 0.
 //
@@ -105,10 +112,6 @@ typedef struct {
   // admitted meanwhile, or `LG_NEVER` (`UINT64_MAX`) when it never can. 0 for an admission.
   uint64_t retry_after_ns;
 } lg_report;
-
-// A packet's colour, with DPDK's values (`enum rte_color`): `LG_GREEN` 0, `LG_YELLOW` 1,
-// `LG_RED` 2; or `LG_COLOR_ERROR` (255) from a call that could not meter.
-typedef uint8_t lg_color;
 
 // Within the committed rate and burst (`RTE_COLOR_GREEN`).
 #define LG_GREEN 0
@@ -224,6 +227,102 @@ lg_status lg_keyed_bytes_check_batch_at(const lg_keyed_bytes *keyed,
 // Read it once per burst of packets and pass it to the `*_at` functions, instead of letting
 // each check read it.
 uint64_t lg_now_ns(void);
+
+// `lg_srtcm_color_blind` for a meter that the caller holds
+// exclusively: the caller guarantees no other thread uses this meter during the call (one
+// meter per core or queue, as with rte_meter); use the plain functions for a shared meter.
+// The same colour, taking the same tokens, with plain reads and writes instead of atomic
+// ones. `LG_COLOR_ERROR` for a NULL meter.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_srtcm_color_blind_excl(lg_srtcm *meter, uint64_t bytes);
+
+// `lg_srtcm_color_blind_at` for a meter that the caller
+// holds exclusively: the caller guarantees no other thread uses this meter during the call
+// (one meter per core or queue, as with rte_meter); use the plain functions for a shared
+// meter. `now_ns` is a reading of `lg_now_ns`, once per burst of packets,
+// say.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_srtcm_color_blind_at_excl(lg_srtcm *meter,
+                                      uint64_t bytes,
+                                      uint64_t now_ns);
+
+// `lg_srtcm_color_aware` for a meter that the caller holds
+// exclusively: the caller guarantees no other thread uses this meter during the call (one
+// meter per core or queue, as with rte_meter); use the plain functions for a shared meter.
+// `LG_COLOR_ERROR` for a NULL meter or a `pre` other than 0, 1, 2.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_srtcm_color_aware_excl(lg_srtcm *meter, uint64_t bytes, lg_color pre);
+
+// `lg_srtcm_color_aware_at` for a meter that the caller
+// holds exclusively: the caller guarantees no other thread uses this meter during the call
+// (one meter per core or queue, as with rte_meter); use the plain functions for a shared
+// meter.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_srtcm_color_aware_at_excl(lg_srtcm *meter,
+                                      uint64_t bytes,
+                                      lg_color pre,
+                                      uint64_t now_ns);
+
+// `lg_trtcm_color_blind` for a meter that the caller holds
+// exclusively: the caller guarantees no other thread uses this meter during the call (one
+// meter per core or queue, as with rte_meter); use the plain functions for a shared meter.
+// The same colour, taking the same tokens, with plain reads and writes instead of atomic
+// ones. `LG_COLOR_ERROR` for a NULL meter.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_trtcm_color_blind_excl(lg_trtcm *meter,
+                                   uint64_t bytes);
+
+// `lg_trtcm_color_blind_at` for a meter that the caller
+// holds exclusively: the caller guarantees no other thread uses this meter during the call
+// (one meter per core or queue, as with rte_meter); use the plain functions for a shared
+// meter. `now_ns` is a reading of `lg_now_ns`.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_trtcm_color_blind_at_excl(lg_trtcm *meter,
+                                      uint64_t bytes,
+                                      uint64_t now_ns);
+
+// `lg_trtcm_color_aware` for a meter that the caller holds
+// exclusively: the caller guarantees no other thread uses this meter during the call (one
+// meter per core or queue, as with rte_meter); use the plain functions for a shared meter.
+// `LG_COLOR_ERROR` for a NULL meter or a `pre` other than 0, 1, 2.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_trtcm_color_aware_excl(lg_trtcm *meter,
+                                   uint64_t bytes,
+                                   lg_color pre);
+
+// `lg_trtcm_color_aware_at` for a meter that the caller
+// holds exclusively: the caller guarantees no other thread uses this meter during the call
+// (one meter per core or queue, as with rte_meter); use the plain functions for a shared
+// meter.
+//
+// # Safety
+// `meter` a live handle that no other call uses during this one
+// (the pointer rules, 5).
+lg_color lg_trtcm_color_aware_at_excl(lg_trtcm *meter,
+                                      uint64_t bytes,
+                                      lg_color pre,
+                                      uint64_t now_ns);
 
 // Makes a keyed limiter of `*quota` (every key's bucket starts empty: a full burst available)
 // on the process clock, holding at least `capacity` keys with busy buckets at once (rounded up

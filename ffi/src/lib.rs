@@ -19,6 +19,10 @@
 //!   nothing. Every function runs its body under `catch_unwind`: no panic crosses into C.
 //! * **Threads.** Every handle may be used from any number of threads at once, as the Rust types
 //!   may (they are `Send + Sync`, and lock-free but for a keyed table's insert of a new key).
+//! * **Shared or exclusive meters.** A meter's plain functions are lock-free and may be called
+//!   from any number of threads at once; its `_excl` functions ([`lg_srtcm_color_blind_at_excl`]
+//!   and the rest) give the same colours with plain reads and writes, for a meter that one
+//!   thread owns ([pointer rule](#pointers) 5).
 //! * **Caller time.** The `*_at` functions take the time instead of reading the clock: read
 //!   [`lg_now_ns`] once per burst of packets and pass it to every check of the burst.
 //!
@@ -29,7 +33,7 @@
 //!
 //! 1. A handle passed to a function is NULL or was returned by the matching `*_new` and not yet
 //!    freed. It is freed once, by its `*_free`, after every other call on it in every thread has
-//!    returned; calls on it may run in any number of threads at once until then.
+//!    returned; calls on it may run in any number of threads at once until then (but see 5).
 //! 2. An input pointer (a quota, a key, text) points to readable memory of its size (or of its
 //!    given length) that no one writes during the call; NULL only where the function says so
 //!    (a byte key or text of length 0 may be NULL).
@@ -38,6 +42,11 @@
 //!    (`report`, `tc`/`te`, `err`).
 //! 4. Text is `len` bytes, or, with `len` = [`LG_NUL_TERMINATED`] (`SIZE_MAX`), a NUL-terminated
 //!    string.
+//! 5. A meter passed to an `_excl` function ([`lg_srtcm_color_blind_at_excl`] and the rest) is
+//!    used by no other call, in any thread, while that call runs: the caller holds it
+//!    exclusively (one meter per core or queue, as with DPDK's `rte_meter`). The plain
+//!    functions are for a meter shared by threads; a meter may be used by both, at different
+//!    times.
 //!
 //! All `unsafe` code (pointer dereferences, `Box::from_raw`) is in one private module,
 //! `raw.rs`, each block with the argument for it; the rest of the crate is safe Rust over the
@@ -72,6 +81,7 @@
 mod batch;
 mod clock;
 mod color;
+mod exclusive;
 mod keyed;
 mod keyed_bytes;
 mod keyed_srtcm;
@@ -90,6 +100,11 @@ pub use batch::{
 };
 pub use clock::lg_now_ns;
 pub use color::{LgColor, LG_COLOR_ERROR, LG_GREEN, LG_RED, LG_YELLOW};
+pub use exclusive::{
+    lg_srtcm_color_aware_at_excl, lg_srtcm_color_aware_excl, lg_srtcm_color_blind_at_excl,
+    lg_srtcm_color_blind_excl, lg_trtcm_color_aware_at_excl, lg_trtcm_color_aware_excl,
+    lg_trtcm_color_blind_at_excl, lg_trtcm_color_blind_excl,
+};
 pub use keyed::{
     lg_keyed_check, lg_keyed_check_at, lg_keyed_check_n, lg_keyed_check_n_at, lg_keyed_free,
     lg_keyed_new, LgKeyed,

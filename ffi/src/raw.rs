@@ -8,7 +8,8 @@
 //! extern function states in its `# Safety` section ([the pointer rules](crate#pointers)):
 //!
 //! * a handle is NULL or what this crate's `*_new` wrote, not yet freed, and not freed until
-//!   every call on it has returned;
+//!   every call on it has returned; a handle given to an `_excl` function is used by no other
+//!   call while that one runs;
 //! * an input pointer with a length is NULL (allowed only with length 0) or points to that many
 //!   readable elements that no one writes during the call;
 //! * an output pointer is NULL (where the function allows it) or points to writable memory for
@@ -39,6 +40,24 @@ pub(crate) fn handle<'a, T>(p: *const T) -> Result<&'a T, Error> {
     // SAFETY: non-NULL and aligned here; by the contract a live handle made by `into_handle`,
     // which nothing frees while this call runs, and which is only ever shared (`&T`).
     Ok(unsafe { &*p })
+}
+
+/// An exclusive reference to the handle `p` points to, for the `_excl` functions.
+///
+/// `Err(Null)` for NULL, `Err(Argument)` for a pointer not aligned for `T` (not a handle).
+#[inline(always)]
+pub(crate) fn handle_mut<'a, T>(p: *mut T) -> Result<&'a mut T, Error> {
+    if p.is_null() {
+        return Err(Error::Null);
+    }
+    if !p.is_aligned() {
+        return Err(Error::Argument);
+    }
+    // SAFETY: non-NULL and aligned here; by the contract a live handle made by `into_handle`,
+    // which nothing frees while this call runs, and (rule 5 for the `_excl` functions, the only
+    // callers) that no other call uses while this one runs: no other reference to it exists
+    // for as long as this one is used.
+    Ok(unsafe { &mut *p })
 }
 
 /// A new handle owning `value`, to be given back to [`free`] exactly once.

@@ -29,7 +29,7 @@ fn generate() -> String {
     header
 }
 
-/// Drops the lines of ``` blocks in comments (and an empty comment line left last), rewrites
+/// Drops the lines of ``` blocks in comments (and an empty comment line left last or doubled), rewrites
 /// `[text](target)` and `[`name`]` links as their text, and puts negative constants in
 /// parentheses.
 fn plain(header: &str) -> String {
@@ -41,7 +41,8 @@ fn plain(header: &str) -> String {
             in_code = !in_code;
             continue;
         }
-        if in_code {
+        // An example between two paragraphs leaves their two blank lines: keep one.
+        if in_code || (line.trim() == "//" && lines.last().is_some_and(|l| l.trim() == "//")) {
             continue;
         }
         if !line.trim_start().starts_with("//") && lines.last().is_some_and(|l| l.trim() == "//") {

@@ -1,7 +1,7 @@
 /*
  * leakgate's C ABI from C: handles shared by 4 threads on a frozen caller time admit exactly
- * what their quotas allow, meters colour exactly as the RFCs say, and bad input gets error
- * codes. Built and run by ffi/tests/c/run.sh (scripts/test.sh runs it); prints a cargo-style
+ * what their quotas allow, meters colour exactly as the RFCs say (shared by threads, and
+ * through the _excl functions by one owner), and bad input gets error codes. Built and run by ffi/tests/c/run.sh (scripts/test.sh runs it); prints a cargo-style
  * "test result:" line.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -289,6 +289,103 @@ static void meters_colour_exactly(void) {
     lg_keyed_trtcm_free(ktr);
 }
 
+/* ---- the exclusive functions (one owner, one thread): exact colours, as the shared ones ---- */
+
+struct packet {
+    uint64_t bytes;
+    lg_color pre;      /* LG_GREEN: colour-blind */
+    lg_color expected;
+};
+
+static void exclusive_meters_colour_exactly(void) {
+    /* Rates of a byte or two an hour: nothing refills during the test. */
+    lg_quota cir, pir;
+    CHECK_EQ(lg_quota_bytes(1, 3600000000000ULL, 1000, &cir), LG_OK);
+    CHECK_EQ(lg_quota_bytes(2, 3600000000000ULL, 1500, &pir), LG_OK);
+    uint64_t now = lg_now_ns();
+
+    /* srTCM CBS 1000, EBS 500 (RFC 2697). */
+    static const struct packet sr_packets[] = {
+        {600, LG_GREEN, LG_GREEN},   /* Tc 400 */
+        {600, LG_GREEN, LG_RED},     /* neither bucket holds 600 */
+        {400, LG_GREEN, LG_GREEN},   /* Tc 0 */
+        {300, LG_GREEN, LG_YELLOW},  /* Te 200 */
+        {200, LG_YELLOW, LG_YELLOW}, /* Te 0 */
+        {1, LG_GREEN, LG_RED},
+        {0, LG_RED, LG_RED},
+        {0, LG_YELLOW, LG_YELLOW},
+    };
+    lg_srtcm *sr = NULL, *sr_shared = NULL;
+    CHECK_EQ(lg_srtcm_new(&cir, 500, &sr), LG_OK);
+    CHECK_EQ(lg_srtcm_new(&cir, 500, &sr_shared), LG_OK);
+    for (size_t i = 0; i < sizeof sr_packets / sizeof sr_packets[0]; i++) {
+        const struct packet *p = &sr_packets[i];
+        lg_color owned = p->pre == LG_GREEN && i % 2 == 0
+                             ? lg_srtcm_color_blind_at_excl(sr, p->bytes, now)
+                             : lg_srtcm_color_aware_at_excl(sr, p->bytes, p->pre, now);
+        CHECK_EQ(owned, p->expected);
+        CHECK_EQ(lg_srtcm_color_aware_at(sr_shared, p->bytes, p->pre, now), p->expected);
+    }
+    uint64_t tc = 1, te = 1;
+    CHECK_EQ(lg_srtcm_tokens_at(sr, now, &tc, &te), LG_OK);
+    CHECK_EQ(tc, 0);
+    CHECK_EQ(te, 0);
+    /* The clock-reading forms, and the plain functions on the same meter afterwards. */
+    CHECK_EQ(lg_srtcm_color_blind_excl(sr, 1), LG_RED);
+    CHECK_EQ(lg_srtcm_color_aware_excl(sr, 1, LG_YELLOW), LG_RED);
+    CHECK_EQ(lg_srtcm_color_blind_at(sr, 1, now), LG_RED);
+    CHECK_EQ(lg_srtcm_color_aware_excl(sr, 1, 3), LG_COLOR_ERROR); /* not a colour */
+    CHECK_EQ(lg_srtcm_color_blind_at_excl(NULL, 1, now), LG_COLOR_ERROR);
+    lg_srtcm_free(sr);
+    lg_srtcm_free(sr_shared);
+
+    /* 400 packets of 100 bytes on CBS 10000, EBS 5000: exactly 100 green, then 50 yellow,
+       then red, in that order. */
+    lg_quota big;
+    CHECK_EQ(lg_quota_bytes(1, 3600000000000ULL, 10000, &big), LG_OK);
+    CHECK_EQ(lg_srtcm_new(&big, 5000, &sr), LG_OK);
+    int out_of_order = 0;
+    for (int i = 0; i < 400; i++) {
+        lg_color expected = i < 100 ? LG_GREEN : i < 150 ? LG_YELLOW : LG_RED;
+        out_of_order += lg_srtcm_color_blind_at_excl(sr, 100, now) != expected;
+    }
+    CHECK_EQ(out_of_order, 0);
+    lg_srtcm_free(sr);
+
+    /* trTCM PIR 2 B/h with PBS 1500, CIR 1 B/h with CBS 1000 (RFC 2698). */
+    static const struct packet tr_packets[] = {
+        {600, LG_GREEN, LG_GREEN},   /* Tp 900, Tc 400 */
+        {600, LG_GREEN, LG_YELLOW},  /* Tp 300 */
+        {300, LG_GREEN, LG_GREEN},   /* Tp 0, Tc 100 */
+        {1, LG_GREEN, LG_RED},
+        {1, LG_YELLOW, LG_RED},
+        {0, LG_YELLOW, LG_YELLOW},
+        {0, LG_RED, LG_RED},
+    };
+    lg_trtcm *tr = NULL, *tr_shared = NULL;
+    CHECK_EQ(lg_trtcm_new(&pir, &cir, &tr), LG_OK);
+    CHECK_EQ(lg_trtcm_new(&pir, &cir, &tr_shared), LG_OK);
+    for (size_t i = 0; i < sizeof tr_packets / sizeof tr_packets[0]; i++) {
+        const struct packet *p = &tr_packets[i];
+        lg_color owned = p->pre == LG_GREEN && i % 2 == 0
+                             ? lg_trtcm_color_blind_at_excl(tr, p->bytes, now)
+                             : lg_trtcm_color_aware_at_excl(tr, p->bytes, p->pre, now);
+        CHECK_EQ(owned, p->expected);
+        CHECK_EQ(lg_trtcm_color_aware_at(tr_shared, p->bytes, p->pre, now), p->expected);
+    }
+    uint64_t tp = 1;
+    tc = 1;
+    CHECK_EQ(lg_trtcm_tokens_at(tr, now, &tp, &tc), LG_OK);
+    CHECK_EQ(tp, 0);
+    CHECK_EQ(tc, 100);
+    CHECK_EQ(lg_trtcm_color_blind_excl(tr, 1), LG_RED);
+    CHECK_EQ(lg_trtcm_color_aware_excl(tr, 0, LG_GREEN), LG_GREEN);
+    CHECK_EQ(lg_trtcm_color_aware_at_excl(tr, 1, 200, now), LG_COLOR_ERROR);
+    CHECK_EQ(lg_trtcm_color_blind_excl(NULL, 1), LG_COLOR_ERROR);
+    lg_trtcm_free(tr);
+    lg_trtcm_free(tr_shared);
+}
+
 /* ---- bad input: codes, never a crash ---- */
 
 static void bad_input_is_an_error_code(void) {
@@ -338,6 +435,7 @@ int main(void) {
     run("limiter_admits_its_burst", limiter_admits_its_burst);
     run("keyed_limiters_admit_each_keys_burst", keyed_limiters_admit_each_keys_burst);
     run("meters_colour_exactly", meters_colour_exactly);
+    run("exclusive_meters_colour_exactly", exclusive_meters_colour_exactly);
     run("bad_input_is_an_error_code", bad_input_is_an_error_code);
     printf("test result: %s. %d passed; %d failed; 0 ignored; 0 measured; 0 filtered out\n",
            failed ? "FAILED" : "ok", passed, failed);
