@@ -8,7 +8,8 @@
 //! borrowed as a plain `Cell<u64>` (`get_mut`, through `sync::with_mut`, then
 //! `Cell::from_mut`: no `unsafe`), and the decision runs on the cells unchanged: the same
 //! [`bucket::take`] over the same `Rate::admit`, the same srTCM decision (`srtcm::blind`,
-//! `srtcm::aware`) and trTCM decision (`trtcm::decide_on`). Where the shared path loads a word
+//! `srtcm::aware`) and trTCM decision (`trtcm::decide`), in the forms that are always inlined
+//! (`*_inline`), so that the whole decision is one function. Where the shared path loads a word
 //! with `Acquire`, this one reads the cell; where it compare-and-swaps, this one compares and
 //! stores; where it fences, nothing. A lone thread's CAS on a word no one else touches never
 //! fails, so the shared path run by one thread takes exactly these steps: every colour, and
@@ -26,10 +27,11 @@
 
 use super::srtcm::{self, SrTcm, SrWords};
 use super::trtcm::{self, TrTcm};
-use super::words::SrRates;
+use super::words::{SrRates, Ticks};
 use super::Color;
 use crate::bucket::{self, Word};
 use crate::clock::Clock;
+use crate::gcra::Rate;
 use core::cell::Cell;
 use core::convert::Infallible;
 
@@ -169,7 +171,7 @@ impl<C: Clock> SrTcm<C> {
         words.committed.with_mut(|committed| {
             words.total.with_mut(|total| {
                 let owned = Owned { committed, total, rates, clock, now };
-                srtcm::blind(&owned, rates, now, bytes)
+                srtcm::blind_inline(&owned, rates, now, bytes)
             })
         })
     }
@@ -208,7 +210,7 @@ impl<C: Clock> SrTcm<C> {
         words.committed.with_mut(|committed| {
             words.total.with_mut(|total| {
                 let owned = Owned { committed, total, rates, clock, now };
-                srtcm::aware(&owned, rates, now, bytes, pre)
+                srtcm::aware_inline(&owned, rates, now, bytes, pre)
             })
         })
     }
@@ -281,9 +283,23 @@ impl<C: Clock> TrTcm<C> {
     /// ```
     #[inline]
     pub fn color_aware_at_mut(&mut self, bytes: u64, pre: Color, now_ns: u64) -> Color {
-        let rates = [&self.peak_rate, &self.committed_rate];
-        let ticks = &self.ticks;
+        let (peak_rate, committed_rate) = (&self.peak_rate, &self.committed_rate);
+        let [peak, committed] = &self.ticks;
         let [p, c] = &mut *self.words;
-        p.with_mut(|p| c.with_mut(|c| trtcm::decide_on([p, c], rates, ticks, bytes, pre, now_ns)))
+        p.with_mut(|p| {
+            c.with_mut(|c| {
+                // As `TrTcm::color_aware_at`, on the words as cells.
+                let take = |word: &Cell<u64>, rate: &Rate, ticks: &Ticks| {
+                    let Ok(taken) = bucket::take(word, rate, ticks.at(now_ns), bytes, 0);
+                    taken.is_ok()
+                };
+                trtcm::decide_inline(
+                    pre,
+                    bytes,
+                    || take(p, peak_rate, peak),
+                    || take(c, committed_rate, committed),
+                )
+            })
+        })
     }
 }

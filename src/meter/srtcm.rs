@@ -42,26 +42,48 @@ pub(super) trait SrWords {
     }
 }
 
-/// The colour-blind decision for a packet of `n` at `now`.
-#[inline]
-pub(super) fn blind<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64) -> Color {
-    if n == 0 {
-        return Color::Green;
-    }
-    let c = words.committed();
-    if rates.committed.admit(c, now, n, 0).is_err() {
-        return excess(words, c, now, n);
-    }
-    let Some((after, at)) = words.take_total(n) else {
-        // `A` refuses: `Tc + Te < n` counting every packet in flight, so neither colour pays.
-        return Color::Red;
+/// Writes the colour-blind decision for a packet of `n` at `now` as a function `$name` with the
+/// attributes given: once as [`blind`] (`#[inline]`, the shared meters' decision, which the
+/// compiler keeps out of line in their callers) and once as [`blind_inline`] (always inlined:
+/// the owner's path, `exclusive.rs`, whose few instructions on plain words pay to be one
+/// function with their caller). One text, so the two are the same decision; two functions, so
+/// the owner's path leaves the shared path's machine code as it was.
+macro_rules! colour_blind {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        pub(super) fn $name<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64) -> Color {
+            if n == 0 {
+                return Color::Green;
+            }
+            let c = words.committed();
+            if rates.committed.admit(c, now, n, 0).is_err() {
+                return excess(words, c, now, n);
+            }
+            let Some((after, at)) = words.take_total(n) else {
+                // `A` refuses: `Tc + Te < n` counting every packet in flight, so neither colour
+                // pays.
+                return Color::Red;
+            };
+            words.publish_total();
+            if words.take_committed(n) {
+                return Color::Green;
+            }
+            raced(words, rates, now, n, (after, at))
+        }
     };
-    words.publish_total();
-    if words.take_committed(n) {
-        return Color::Green;
-    }
-    raced(words, rates, now, n, (after, at))
 }
+
+colour_blind!(
+    /// The colour-blind decision for a packet of `n` at `now`.
+    #[inline]
+    blind
+);
+
+colour_blind!(
+    /// [`blind`], always inlined: for the owner's path (see [`colour_blind`]).
+    #[inline(always)]
+    blind_inline
+);
 
 /// A packet that went for green but lost `C` to another after its charge of `A`: yellow if `E`
 /// pays for it as the words stand, otherwise red, its charge of `A` given back.
@@ -95,6 +117,31 @@ fn excess<W: SrWords>(words: &W, c: u64, now: u64, n: u64) -> Color {
 /// The colour-aware decision for a packet of `n` coloured `pre` at `now`.
 #[inline]
 pub(super) fn aware<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64, pre: Color) -> Color {
+    aware_with(words, rates, now, n, pre, blind)
+}
+
+/// [`aware`] with [`blind_inline`], always inlined: for the owner's path.
+#[inline(always)]
+pub(super) fn aware_inline<W: SrWords>(
+    words: &W,
+    rates: &SrRates,
+    now: u64,
+    n: u64,
+    pre: Color,
+) -> Color {
+    aware_with(words, rates, now, n, pre, blind_inline)
+}
+
+/// [`aware`], with `blind` deciding the packets that arrive green.
+#[inline(always)]
+fn aware_with<W: SrWords>(
+    words: &W,
+    rates: &SrRates,
+    now: u64,
+    n: u64,
+    pre: Color,
+    blind: fn(&W, &SrRates, u64, u64) -> Color,
+) -> Color {
     match pre {
         Color::Green => blind(words, rates, now, n),
         Color::Yellow if n == 0 => Color::Yellow,

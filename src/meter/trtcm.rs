@@ -3,56 +3,56 @@
 
 use super::words::{ticks, MeterWord, Ticks};
 use super::{Color, MeterError};
-use crate::bucket::{self, Word};
+use crate::bucket;
 use crate::clock::Clock;
 #[cfg(feature = "std")]
 use crate::clock::TscClock;
 use crate::gcra::Rate;
 use crate::quota::Quota;
-use core::convert::Infallible;
 use core::fmt;
 use crossbeam_utils::CachePadded;
 
-/// The decision for a packet of `n` coloured `pre` (`Green` for colour-blind): red if it is red
-/// already or `P` refuses it (nothing taken), yellow if it is yellow already or `C` refuses it
-/// (`P` taken), else green (both taken). `take_peak` and `take_committed` take `n` from `P` and
-/// `C` and say whether it conformed; each is called at most once, `P` first.
-#[inline]
-pub(super) fn decide(
-    pre: Color,
-    n: u64,
-    take_peak: impl FnOnce() -> bool,
-    take_committed: impl FnOnce() -> bool,
-) -> Color {
-    match pre {
-        Color::Red => Color::Red,
-        // RFC 2698 with `B = 0`: no bucket is short of 0.
-        _ if n == 0 => pre,
-        _ if !take_peak() => Color::Red,
-        Color::Yellow => Color::Yellow,
-        Color::Green if take_committed() => Color::Green,
-        Color::Green => Color::Yellow,
-    }
+/// Writes the trTCM's decision as a function `$name` with the attributes given: once as
+/// [`decide`] (`#[inline]`: the shared meters') and once as [`decide_inline`] (always inlined:
+/// the owner's path, `exclusive.rs`), as `srtcm.rs` writes its `blind` twice, and for the same
+/// reason.
+macro_rules! decision {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        pub(super) fn $name(
+            pre: Color,
+            n: u64,
+            take_peak: impl FnOnce() -> bool,
+            take_committed: impl FnOnce() -> bool,
+        ) -> Color {
+            match pre {
+                Color::Red => Color::Red,
+                // RFC 2698 with `B = 0`: no bucket is short of 0.
+                _ if n == 0 => pre,
+                _ if !take_peak() => Color::Red,
+                Color::Yellow => Color::Yellow,
+                Color::Green if take_committed() => Color::Green,
+                Color::Green => Color::Yellow,
+            }
+        }
+    };
 }
 
-/// [`decide`] on the words `[P, C]` of a plain meter, whatever they are (a [`TrTcm`]'s shared
-/// words, or the same words held by their one owner: see `exclusive.rs`), with their rates and
-/// clocks in ticks, for a packet of `n` coloured `pre` at `now_ns`.
-#[inline(always)]
-pub(super) fn decide_on<W: Word<Gone = Infallible>>(
-    [p, c]: [&W; 2],
-    [peak_rate, committed_rate]: [&Rate; 2],
-    [peak, committed]: &[Ticks; 2],
-    n: u64,
-    pre: Color,
-    now_ns: u64,
-) -> Color {
-    let take = |word: &W, rate: &Rate, ticks: &Ticks| {
-        let Ok(taken) = bucket::take(word, rate, ticks.at(now_ns), n, 0);
-        taken.is_ok()
-    };
-    decide(pre, n, || take(p, peak_rate, peak), || take(c, committed_rate, committed))
-}
+decision!(
+    /// The decision for a packet of `n` coloured `pre` (`Green` for colour-blind): red if it is
+    /// red already or `P` refuses it (nothing taken), yellow if it is yellow already or `C`
+    /// refuses it (`P` taken), else green (both taken). `take_peak` and `take_committed` take
+    /// `n` from `P` and `C` and say whether it conformed; each is called at most once, `P`
+    /// first.
+    #[inline]
+    decide
+);
+
+decision!(
+    /// [`decide`], always inlined: for the owner's path (see [`decision`]).
+    #[inline(always)]
+    decide_inline
+);
 
 /// The checks of a trTCM's two quotas: the same units, and PIR at least CIR (RFC 2698).
 pub(super) fn validate(peak: &Quota, committed: &Quota) -> Result<(Rate, Rate), MeterError> {
@@ -203,8 +203,17 @@ impl<C: Clock> TrTcm<C> {
     #[inline]
     pub fn color_aware_at(&self, bytes: u64, pre: Color, now_ns: u64) -> Color {
         let [p, c] = &*self.words;
-        let rates = [&self.peak_rate, &self.committed_rate];
-        decide_on([p, c], rates, &self.ticks, bytes, pre, now_ns)
+        let take = |word: &MeterWord, rate: &Rate, ticks: &Ticks| {
+            let Ok(taken) = bucket::take(word, rate, ticks.at(now_ns), bytes, 0);
+            taken.is_ok()
+        };
+        let [peak, committed] = &self.ticks;
+        decide(
+            pre,
+            bytes,
+            || take(p, &self.peak_rate, peak),
+            || take(c, &self.committed_rate, committed),
+        )
     }
 
     /// The RFC's token counts `(Tp, Tc)` at `now_ns`: what the peak and committed buckets hold.
