@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The C benchmark of leakgate's colour meters through the C ABI beside DPDK's rte_meter
-# (ffi/bench/meters.c): builds leakgate-ffi in release, installs libdpdk-dev and pkg-config with
+# (ffi/bench/meters.c: the shared functions, the _excl ones, and the floor of the shared path,
+# two uncontended lock cmpxchg a packet): builds leakgate-ffi in release, installs libdpdk-dev and pkg-config with
 # apt-get if they are missing (as root; not part of CI), compiles meters.c against both and runs
 # it. Usage: bash ffi/bench/run.sh [ROUNDS [BURSTS_PER_SLICE]]   (default 7 rounds, 32768)
 # Without an installable libdpdk-dev it still runs, leakgate only.
