@@ -225,6 +225,19 @@ pub(crate) fn take_seen<W: Word>(
     }
 }
 
+/// [`take`] after a lost CAS from a validated state: `found` is what the word held instead.
+#[inline(always)]
+pub(crate) fn take_after_lost_cas<W: Word>(
+    word: &W,
+    rate: &Rate,
+    now: u64,
+    n: u64,
+    max_wait: u64,
+    found: u64,
+) -> Result<Result<u64, Refused>, W::Gone> {
+    contended(word, rate, now, n, max_wait, found, true)
+}
+
 /// The rest of [`take`]: after a lost CAS (`lost`, and `tat` is the value found), and the rare
 /// answers (cost 0, a cost above the burst, a state past the range).
 ///

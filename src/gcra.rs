@@ -175,7 +175,7 @@ impl Rate {
 
     /// A span of `ns` nanoseconds in units, rounded down; `u64::MAX` past the range.
     #[inline]
-    fn units_in(&self, ns: u64) -> u64 {
+    pub(crate) fn units_in(&self, ns: u64) -> u64 {
         if self.units_per_ns_frac == 0 {
             // A whole number of units per nanosecond (k whenever T is a whole number of ns).
             return ns.saturating_mul(self.units_per_ns_int);

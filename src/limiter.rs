@@ -8,7 +8,7 @@
 //! long. A change of quota ([`Limiter::set_quota`]) converts the word in place
 //! (`bucket/limiter_word.rs`).
 
-use crate::bucket::{self, Changed, LimiterState, Refused, SEALED};
+use crate::bucket::{self, Changed, LimiterState, Refused, Word, SEALED};
 use crate::clock::Clock;
 #[cfg(feature = "std")]
 use crate::clock::TscClock;
@@ -171,10 +171,67 @@ impl<C: Clock> Limiter<C> {
         max_wait_ns: u64,
         admitted: impl FnOnce(u64, u64, &Rate) -> R,
     ) -> Result<R, Denied> {
+        // The state first, then the epoch of the rate it is counted in (a new quota's state comes
+        // after its epoch): one load more than a limiter with a fixed quota. Epoch 0 (the quota
+        // the limiter was made with: its rate in plain fields, origin 0) is decided here, the
+        // two common answers of `bucket::take_seen` spelt out; a changed quota, a change in
+        // progress and every rarer answer go out of line. Measured on the 2-core Xeon (one
+        // limiter, one thread, interleaved with governor): deciding on a rate chosen at run time
+        // with the word set up before the decision cost 1.05x governor's time admitted and
+        // 1.14x denied; this way 1.01x and 0.98x.
+        let (seen, epoch) = self.state.read(&self.rates);
+        if epoch == 0 {
+            let rate = self.rates.first();
+            // The first rate's origin is 0: no clock reading moved up.
+            let now = rate.units_in(now_ns);
+            let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
+            match rate.admit(seen, now, n, max_wait) {
+                // A write (never from SEALED: nothing conforms on it below SEALED).
+                Ok(new) if new != seen && new < SEALED => {
+                    let word = || self.state.word(&self.rates, 0);
+                    let taken = match word().compare_exchange(seen, new) {
+                        Ok(()) => return Ok(admitted(new, now, rate)),
+                        Err(Ok(found)) => {
+                            bucket::take_after_lost_cas(&word(), rate, now, n, max_wait, found)
+                        }
+                        Err(Err(changed)) => Err(changed),
+                    };
+                    match taken {
+                        Ok(Ok(tat)) if n != 0 || tat != SEALED => {
+                            return Ok(admitted(tat, now, rate))
+                        }
+                        Ok(Err(refused)) if refused.tat != SEALED => {
+                            return Err(denied(refused, now, rate))
+                        }
+                        _ => {}
+                    }
+                }
+                // A denial: the clock, two loads and the arithmetic, no word set up.
+                Err(Refusal::Wait(units)) if seen != SEALED => {
+                    return Err(denied(
+                        Refused { tat: seen, why: Refusal::Wait(units) },
+                        now,
+                        rate,
+                    ));
+                }
+                // Cost 0, a cost above the burst, the end of the range: the general path.
+                _ => {}
+            }
+        }
+        self.take_changing(now_ns, n, max_wait_ns, admitted)
+    }
+
+    /// [`take`](Limiter::take) once the quota was changed, or while it changes.
+    #[cold]
+    #[inline(never)]
+    fn take_changing<R>(
+        &self,
+        now_ns: u64,
+        n: u64,
+        max_wait_ns: u64,
+        admitted: impl FnOnce(u64, u64, &Rate) -> R,
+    ) -> Result<R, Denied> {
         loop {
-            // The state first, then the epoch of the rate it is counted in (a new quota's state
-            // comes after its epoch): one load more than a limiter with a fixed quota. Epoch 0,
-            // the quota the limiter was made with, has its rate in plain fields.
             let (seen, epoch) = self.state.read(&self.rates);
             let changed;
             let rate = match epoch {
@@ -191,7 +248,6 @@ impl<C: Clock> Limiter<C> {
             let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
             let word = self.state.word(&self.rates, epoch);
             match bucket::take_seen(&word, rate, now, n, max_wait, seen) {
-                // A sealed state (a change in progress) only ever refuses, or answers a peek.
                 Ok(Ok(tat)) if n != 0 || tat != SEALED => return Ok(admitted(tat, now, rate)),
                 Ok(Err(refused)) if refused.tat != SEALED => {
                     return Err(denied(refused, now, rate))
