@@ -156,8 +156,9 @@ typedef struct {
 extern "C" {
 #endif // __cplusplus
 
-// Checks a burst of `len` requests at one reading of the clock: request `i` costs `costsi`
-// units of key `keysi`'s bucket; `lg_keyed_check_batch_at` at `lg_now_ns`.
+// Checks a burst of `len` requests at one reading of the clock: request number `i` costs entry `i`
+// of `costs` in units of the bucket of entry `i` of `keys`; `lg_keyed_check_batch_at` at
+// `lg_now_ns`.
 //
 // # Safety
 // As `lg_keyed_check_batch_at`.
@@ -169,12 +170,12 @@ lg_status lg_keyed_check_batch(const lg_keyed *keyed,
                                size_t *admitted_count);
 
 // Checks a burst of `len` requests at `now_ns` (a reading of `lg_now_ns`):
-// request `i` costs `costsi` units of key `keysi`'s bucket. The answers are those of
-// `lg_keyed_check_n_at` called for each request in order (a key
-// named twice is charged twice), but the buckets of several keys are fetched from memory
-// together, so a large table costs a fraction of the single checks. `admittedi` is set to 1
-// (admitted) or 0 (denied), unless `admitted` is NULL; `*admitted_count` gets the number
-// admitted, unless NULL. Allocates nothing.
+// request number `i` costs entry `i` of `costs` in units of the bucket of entry `i` of `keys`. The
+// answers are those of `lg_keyed_check_n_at` called for each request
+// in order (a key named twice is charged twice), but the buckets of several keys are fetched from
+// memory together, so a large table costs a fraction of the single checks. Entry `i` of `admitted`
+// is set to 1 (admitted) or 0 (denied), unless `admitted` is NULL; `*admitted_count` gets the
+// number admitted, unless NULL. Allocates nothing.
 //
 // Returns `LG_OK`, or `LG_ERR_NULL` (a NULL table, or a NULL array
 // with `len` > 0) or `LG_ERR_ARGUMENT` (a misaligned array), having
@@ -204,12 +205,12 @@ lg_status lg_keyed_bytes_check_batch(const lg_keyed_bytes *keyed,
                                      uint8_t *admitted,
                                      size_t *admitted_count);
 
-// `lg_keyed_check_batch_at` for byte-string keys: key `i` is the `key_lensi` bytes at
-// `keysi` (NULL only for a key of length 0).
+// `lg_keyed_check_batch_at` for byte-string keys: key number `i` is the bytes at
+// entry `i` of `keys`, as many as entry `i` of `key_lens` says (NULL only for a key of length 0).
 //
 // # Safety
-// `keyed` a live handle; `keys`, `key_lens` and `costs` readable for `len` elements, each
-// `keysi` readable for `key_lensi` bytes; `admitted` NULL or writable for `len` bytes;
+// `keyed` a live handle; `keys`, `key_lens` and `costs` readable for `len` elements, each pointer
+// in `keys` readable for its length in `key_lens`; `admitted` NULL or writable for `len` bytes;
 // `admitted_count` NULL or writable (the pointer rules).
 lg_status lg_keyed_bytes_check_batch_at(const lg_keyed_bytes *keyed,
                                         const uint8_t *const *keys,

@@ -60,8 +60,9 @@ fn flags<'a>(admitted: *mut u8, len: usize) -> Result<Option<&'a mut [u8]>, Erro
     }
 }
 
-/// Checks a burst of `len` requests at one reading of the clock: request `i` costs `costs[i]`
-/// units of key `keys[i]`'s bucket; [`lg_keyed_check_batch_at`] at [`lg_now_ns`](crate::lg_now_ns).
+/// Checks a burst of `len` requests at one reading of the clock: request number `i` costs entry `i`
+/// of `costs` in units of the bucket of entry `i` of `keys`; [`lg_keyed_check_batch_at`] at
+/// [`lg_now_ns`](crate::lg_now_ns).
 ///
 /// # Safety
 /// As [`lg_keyed_check_batch_at`].
@@ -78,12 +79,12 @@ pub unsafe extern "C" fn lg_keyed_check_batch(
 }
 
 /// Checks a burst of `len` requests at `now_ns` (a reading of [`lg_now_ns`](crate::lg_now_ns)):
-/// request `i` costs `costs[i]` units of key `keys[i]`'s bucket. The answers are those of
-/// [`lg_keyed_check_n_at`](crate::lg_keyed_check_n_at) called for each request in order (a key
-/// named twice is charged twice), but the buckets of several keys are fetched from memory
-/// together, so a large table costs a fraction of the single checks. `admitted[i]` is set to 1
-/// (admitted) or 0 (denied), unless `admitted` is NULL; `*admitted_count` gets the number
-/// admitted, unless NULL. Allocates nothing.
+/// request number `i` costs entry `i` of `costs` in units of the bucket of entry `i` of `keys`. The
+/// answers are those of [`lg_keyed_check_n_at`](crate::lg_keyed_check_n_at) called for each request
+/// in order (a key named twice is charged twice), but the buckets of several keys are fetched from
+/// memory together, so a large table costs a fraction of the single checks. Entry `i` of `admitted`
+/// is set to 1 (admitted) or 0 (denied), unless `admitted` is NULL; `*admitted_count` gets the
+/// number admitted, unless NULL. Allocates nothing.
 ///
 /// Returns [`LG_OK`], or [`LG_ERR_NULL`](crate::LG_ERR_NULL) (a NULL table, or a NULL array
 /// with `len` > 0) or [`LG_ERR_ARGUMENT`](crate::LG_ERR_ARGUMENT) (a misaligned array), having
@@ -153,12 +154,12 @@ pub unsafe extern "C" fn lg_keyed_bytes_check_batch(
     batch_bytes(keyed, (keys, key_lens, costs, len), None, (admitted, admitted_count))
 }
 
-/// [`lg_keyed_check_batch_at`] for byte-string keys: key `i` is the `key_lens[i]` bytes at
-/// `keys[i]` (NULL only for a key of length 0).
+/// [`lg_keyed_check_batch_at`] for byte-string keys: key number `i` is the bytes at
+/// entry `i` of `keys`, as many as entry `i` of `key_lens` says (NULL only for a key of length 0).
 ///
 /// # Safety
-/// `keyed` a live handle; `keys`, `key_lens` and `costs` readable for `len` elements, each
-/// `keys[i]` readable for `key_lens[i]` bytes; `admitted` NULL or writable for `len` bytes;
+/// `keyed` a live handle; `keys`, `key_lens` and `costs` readable for `len` elements, each pointer
+/// in `keys` readable for its length in `key_lens`; `admitted` NULL or writable for `len` bytes;
 /// `admitted_count` NULL or writable ([the pointer rules](crate#pointers)).
 #[no_mangle]
 pub unsafe extern "C" fn lg_keyed_bytes_check_batch_at(

@@ -15,6 +15,7 @@ if ! command -v cc >/dev/null 2>&1; then
 fi
 cargo build -q -p leakgate-ffi
 target="${CARGO_TARGET_DIR:-target}"
+case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
 lib="$target/debug"
 out="$target/ffi-c-tests"
 mkdir -p "$out"
@@ -23,7 +24,7 @@ status=0
 for test in ffi/tests/c/*.c; do
     name=$(basename "$test" .c)
     cc "${flags[@]}" "$test" "$lib/libleakgate_ffi.a" -lm -ldl -lrt -o "$out/$name-static"
-    cc "${flags[@]}" "$test" -L"$lib" -lleakgate_ffi -Wl,-rpath,"$PWD/$lib" -o "$out/$name-shared"
+    cc "${flags[@]}" "$test" -L"$lib" -lleakgate_ffi -Wl,-rpath,"$lib" -o "$out/$name-shared"
     for linked in static shared; do
         echo "== $name ($linked)"
         "$out/$name-$linked" || status=1
