@@ -149,6 +149,31 @@ fn redis_killed_and_restarted() {
 }
 
 #[test]
+fn an_instance_starts_while_redis_is_down_and_limits_once_it_is_back() {
+    let mut redis = RedisServer::start();
+    redis.kill();
+    // Booting during an outage: the service starts and the failure policy answers meanwhile.
+    let served = instance(&redis, "api = \"2/h\"\n");
+    let mut s = raw(served.resp());
+    for _ in 0..5 {
+        let asked = Instant::now();
+        let reply = ask(&mut s, "LG.CHECK api/k");
+        assert!(asked.elapsed() < Duration::from_secs(2), "a call took {:?}", asked.elapsed());
+        assert!(reply.starts_with("*5\r\n:1\r\n"), "not refused by the policy: {reply:?}");
+    }
+    redis.restart();
+    let restarted = Instant::now();
+    while !ask(&mut s, "LG.CHECK api/k").starts_with("*5\r\n:0\r\n") {
+        assert!(restarted.elapsed() < Duration::from_secs(15), "limiting never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Limiting, on Redis's bucket: the second of the burst of 2 is admitted, the third is not.
+    assert!(ask(&mut s, "LG.CHECK api/k").starts_with("*5\r\n:0\r\n"));
+    assert!(ask(&mut s, "LG.CHECK api/k").starts_with("*5\r\n:1\r\n"));
+    eprintln!("limiting started {:?} after Redis came up", restarted.elapsed());
+}
+
+#[test]
 fn a_graceful_stop_answers_the_calls_in_flight() {
     use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
     use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
