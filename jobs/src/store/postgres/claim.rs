@@ -4,13 +4,14 @@
 
 use super::record::{apply, complete, maintain};
 use super::serve::claim;
-use super::{CHANNEL, CLOCK_NS, Postgres, retrying};
+use super::{CHANNEL, CLOCK_NS, Postgres, retrying, typed_one};
 use crate::error::Error;
 use crate::rules::LaneRules;
 use crate::store::{RulesCache, Take, Taken};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_postgres::GenericClient;
+use tokio_postgres::types::Type;
 
 /// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
 /// maintenance then, and the rules' version: one round trip.
@@ -32,7 +33,7 @@ impl Postgres {
         let look = LOOK.replace("CLOCK", CLOCK_NS);
         if take.completions.is_empty() && take.look_first {
             // A look without locks first: nothing due, nothing to record, no transaction.
-            let row = client.query_one(&look, &[&take.now]).await?;
+            let row = typed_one(&*client, &look, &[(&take.now, Type::INT8)]).await?;
             let (now, due, version): (i64, bool, i64) = (row.get(0), row.get(1), row.get(2));
             if !due && version == self.rules.version() {
                 let (wake, remaining) = outlook(&*client, now).await?;
@@ -40,7 +41,7 @@ impl Postgres {
             }
         }
         let tx = client.transaction().await?;
-        let row = tx.query_one(&look, &[&take.now]).await?;
+        let row = typed_one(&tx, &look, &[(&take.now, Type::INT8)]).await?;
         let (now, version): (i64, i64) = (row.get(0), row.get(2));
         let rules = rules_at(&tx, &self.rules, version).await?;
         let mut taken = Taken { now, ..Taken::default() };
@@ -65,7 +66,7 @@ impl Postgres {
 pub(crate) async fn now(client: &impl GenericClient, caller: Option<i64>) -> Result<i64, Error> {
     match caller {
         Some(t) => Ok(t),
-        None => Ok(client.query_one(&format!("SELECT {CLOCK_NS}"), &[]).await?.get(0)),
+        None => Ok(typed_one(client, &format!("SELECT {CLOCK_NS}"), &[]).await?.get(0)),
     }
 }
 
@@ -103,16 +104,16 @@ pub(crate) async fn outlook(
     client: &impl GenericClient,
     now: i64,
 ) -> Result<(Option<i64>, i64), Error> {
-    let row = client
-        .query_one(
-            "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
+    let row = typed_one(
+        client,
+        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
                      AND (max_in_flight IS NULL OR running < max_in_flight)), \
                     (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
                     (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
                     (SELECT COALESCE(SUM(ready + scheduled + running), 0)::bigint FROM lanes)",
-            &[],
-        )
-        .await?;
+        &[],
+    )
+    .await?;
     let (slot, due, lease): (Option<i64>, Option<i64>, Option<i64>) =
         (row.get(0), row.get(1), row.get(2));
     let wake = [slot, due, lease].into_iter().flatten().min().map(|t| t.max(now));

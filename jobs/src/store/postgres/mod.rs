@@ -202,6 +202,21 @@ macro_rules! retrying {
 }
 pub(crate) use retrying;
 
+/// Runs a statement that returns one row with its parameters' types given, so that it goes to
+/// the server in one round trip (text given to `query` is prepared first: a round trip more).
+/// The claim's statements before it reads the clock run this way: each round trip there is
+/// lateness for the job it starts.
+pub(crate) async fn typed_one(
+    client: &impl tokio_postgres::GenericClient,
+    sql: &str,
+    params: &[(&(dyn tokio_postgres::types::ToSql + Sync), tokio_postgres::types::Type)],
+) -> Result<tokio_postgres::Row, Error> {
+    let rows = client.query_typed(sql, params).await?;
+    rows.into_iter()
+        .next()
+        .ok_or_else(|| Error::Database(format!("PostgreSQL: no row from {sql:.40}")))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

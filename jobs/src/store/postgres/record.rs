@@ -8,6 +8,7 @@ use crate::rules::LaneRules;
 use crate::store::{Completion, Policy, Taken};
 use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::GenericClient;
+use tokio_postgres::types::Type;
 
 /// Changes to one lane's counters (and a slow-down's pause) from one transaction.
 #[derive(Clone, Copy, Debug, Default)]
@@ -34,11 +35,11 @@ pub(super) async fn complete(
     let ids: Vec<i64> = completions.iter().map(|c| c.id).collect();
     let attempts: Vec<i64> = completions.iter().map(|c| i64::from(c.attempt)).collect();
     let held: HashMap<i64, (String, i64)> = tx
-        .query(
+        .query_typed(
             "SELECT j.id, j.lane, j.failures FROM jobs j \
              JOIN unnest($1::bigint[], $2::bigint[]) AS d(id, attempt) ON j.id = d.id AND j.attempt = d.attempt \
              WHERE j.state = 2 FOR UPDATE OF j",
-            &[&ids, &attempts],
+            &[(&ids, Type::INT8_ARRAY), (&attempts, Type::INT8_ARRAY)],
         )
         .await?
         .into_iter()
@@ -92,12 +93,19 @@ pub(super) async fn complete(
             }
         }
     }
-    tx.execute(
+    tx.query_typed(
         "UPDATE jobs j SET state = d.state, failures = d.failures, run_at = COALESCE(d.run_at, j.run_at), \
          finished_at = d.finished, lease_until = NULL, last_error = COALESCE(d.error, j.last_error) \
          FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[]) \
          AS d(id, state, failures, run_at, finished, error) WHERE j.id = d.id",
-        &[&id, &state, &failures, &run_at, &finished, &error],
+        &[
+            (&id, Type::INT8_ARRAY),
+            (&state, Type::INT2_ARRAY),
+            (&failures, Type::INT8_ARRAY),
+            (&run_at, Type::INT8_ARRAY),
+            (&finished, Type::INT8_ARRAY),
+            (&error, Type::TEXT_ARRAY),
+        ],
     )
     .await?;
     Ok(())
@@ -114,7 +122,7 @@ pub(super) async fn maintain(
     let max = i64::from(policy.max_attempts);
     let error = "its lease ran out: the worker died or stopped renewing it";
     let rows = tx
-        .query(
+        .query_typed(
             "WITH exp AS (SELECT id FROM jobs WHERE state = 2 AND lease_until <= $1 FOR UPDATE SKIP LOCKED), \
              expired AS (UPDATE jobs j SET failures = j.failures + 1, lease_until = NULL, last_error = $3, \
                  state = (CASE WHEN j.failures + 1 >= $2 THEN 4 ELSE 0 END)::smallint, \
@@ -123,7 +131,7 @@ pub(super) async fn maintain(
              due AS (SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 FOR UPDATE SKIP LOCKED), \
              promoted AS (UPDATE jobs j SET state = 0 FROM due WHERE j.id = due.id RETURNING j.lane) \
              SELECT lane, state FROM expired UNION ALL SELECT lane, 1::smallint FROM promoted",
-            &[&now, &max, &error],
+            &[(&now, Type::INT8), (&max, Type::INT8), (&error, Type::TEXT)],
         )
         .await?;
     for row in rows {
@@ -158,23 +166,26 @@ pub(super) async fn apply(
         return Ok(());
     }
     let names: Vec<&str> = lanes.keys().map(String::as_str).collect();
-    tx.query("SELECT lane FROM lanes WHERE lane = ANY($1) ORDER BY lane FOR UPDATE", &[&names])
-        .await?;
+    tx.query_typed(
+        "SELECT lane FROM lanes WHERE lane = ANY($1) ORDER BY lane FOR UPDATE",
+        &[(&names, Type::TEXT_ARRAY)],
+    )
+    .await?;
     let col = |f: fn(&Delta) -> i64| lanes.values().map(f).collect::<Vec<i64>>();
-    tx.execute(
+    tx.query_typed(
         "UPDATE lanes l SET ready = l.ready + d.ready, scheduled = l.scheduled + d.scheduled, \
          running = l.running + d.running, dead = l.dead + d.dead, done = l.done + d.done, \
          paused_until = GREATEST(l.paused_until, d.pause), next_slot = GREATEST(l.next_slot, d.pause) \
          FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) \
          AS d(lane, ready, scheduled, running, dead, done, pause) WHERE l.lane = d.lane",
         &[
-            &names,
-            &col(|d| d.ready),
-            &col(|d| d.scheduled),
-            &col(|d| d.running),
-            &col(|d| d.dead),
-            &col(|d| d.done),
-            &col(|d| d.pause),
+            (&names, Type::TEXT_ARRAY),
+            (&col(|d| d.ready), Type::INT8_ARRAY),
+            (&col(|d| d.scheduled), Type::INT8_ARRAY),
+            (&col(|d| d.running), Type::INT8_ARRAY),
+            (&col(|d| d.dead), Type::INT8_ARRAY),
+            (&col(|d| d.done), Type::INT8_ARRAY),
+            (&col(|d| d.pause), Type::INT8_ARRAY),
         ],
     )
     .await?;

@@ -10,6 +10,7 @@ use crate::rules::LaneRules;
 use crate::store::Take;
 use std::collections::HashMap;
 use tokio_postgres::GenericClient;
+use tokio_postgres::types::Type;
 
 /// A lane's ready job: id, payload, attempt, key, due time.
 type Head = (i64, Vec<u8>, i64, Option<String>, i64);
@@ -41,11 +42,11 @@ pub(super) async fn claim(
         return Ok(());
     }
     let rows = tx
-        .query(
+        .query_typed(
             "SELECT lane, ready, running, max_in_flight FROM lanes WHERE ready > 0 AND next_slot <= $1 \
              AND paused_until <= $1 AND (max_in_flight IS NULL OR running < max_in_flight) \
              ORDER BY served, lane LIMIT $2 FOR UPDATE SKIP LOCKED",
-            &[&txn_now, &(max as i64)],
+            &[(&txn_now, Type::INT8), (&(max as i64), Type::INT8)],
         )
         .await?;
     if rows.is_empty() {
