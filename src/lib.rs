@@ -268,3 +268,8 @@ pub use rules::{RulesFileError, RulesWatcher, WatchEvent};
 #[cfg(all(doctest, feature = "tokio"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The examples moved from the README to `docs/examples.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/examples.md")]
+struct DocsExamplesDoctests;
