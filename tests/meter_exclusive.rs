@@ -69,6 +69,112 @@ fn start() -> impl Strategy<Value = u64> {
     prop_oneof![3 => Just(0u64), 1 => 0u64..(1 << 50)]
 }
 
+/// What the comparison asks of a meter, the same for an srTCM and a trTCM: a packet's colour by
+/// each path (colour-blind when `pre` is `None`), and the tokens left.
+trait Meter {
+    fn shared(&self, size: u64, pre: Option<Color>, t: u64) -> Color;
+    fn owned(&mut self, size: u64, pre: Option<Color>, t: u64) -> Color;
+    fn owned_by_clock(&mut self, size: u64, pre: Option<Color>) -> Color;
+    fn tokens(&self, t: u64) -> (u64, u64);
+}
+
+macro_rules! meter {
+    ($meter:ty) => {
+        impl Meter for $meter {
+            fn shared(&self, size: u64, pre: Option<Color>, t: u64) -> Color {
+                match pre {
+                    None => self.color_blind_at(size, t),
+                    Some(pre) => self.color_aware_at(size, pre, t),
+                }
+            }
+            fn owned(&mut self, size: u64, pre: Option<Color>, t: u64) -> Color {
+                match pre {
+                    None => self.color_blind_at_mut(size, t),
+                    Some(pre) => self.color_aware_at_mut(size, pre, t),
+                }
+            }
+            fn owned_by_clock(&mut self, size: u64, pre: Option<Color>) -> Color {
+                match pre {
+                    None => self.color_blind_mut(size),
+                    Some(pre) => self.color_aware_mut(size, pre),
+                }
+            }
+            fn tokens(&self, t: u64) -> (u64, u64) {
+                self.tokens_at(t)
+            }
+        }
+    };
+}
+meter!(SrTcm<ManualClock>);
+meter!(TrTcm<ManualClock>);
+
+/// An RFC's token buckets (`support/rfc.rs`), for either meter.
+trait Model {
+    fn colour(&mut self, t: u64, size: u64, pre: Color) -> Color;
+    fn tokens(&self) -> (u64, u64);
+}
+
+macro_rules! model {
+    ($model:ty) => {
+        impl Model for $model {
+            fn colour(&mut self, t: u64, size: u64, pre: Color) -> Color {
+                self.meter(t, size, pre)
+            }
+            fn tokens(&self) -> (u64, u64) {
+                <$model>::tokens(self)
+            }
+        }
+    };
+}
+model!(RefSrTcm);
+model!(RefTrTcm);
+
+/// Meters `stream` from `t0` on four meters made by `new` (shared path; owner's path with
+/// caller time; owner's path on the meter's clock; either path at random) and checks that every
+/// packet gets one colour from all four, the RFC's (`rfc`, until the time first goes back), and
+/// that all four leave the same tokens.
+fn paths_agree<M: Meter>(
+    new: impl Fn(ManualClock) -> M,
+    rfc: impl Model,
+    blind: bool,
+    t0: u64,
+    stream: Vec<Packet>,
+) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    let shared = new(ManualClock::new());
+    let (mut at, mut by_clock, mut mixed) =
+        (new(ManualClock::new()), new(clock.clone()), new(ManualClock::new()));
+    let mut rfc = Some(rfc);
+    let (mut t, mut latest) = (t0, t0);
+    for p in stream {
+        t = p.step.apply(t);
+        clock.set(Duration::from_nanos(t));
+        let pre = if blind { None } else { Some(p.pre) };
+        let colours = [
+            shared.shared(p.size, pre, t),
+            at.owned(p.size, pre, t),
+            by_clock.owned_by_clock(p.size, pre),
+            if p.owner { mixed.owned(p.size, pre, t) } else { mixed.shared(p.size, pre, t) },
+        ];
+        prop_assert_eq!(colours, [colours[0]; 4], "{:?} at {} (shared, at, by clock, mixed)", p, t);
+        if t < latest {
+            rfc = None; // the models know a monotone clock only
+        }
+        latest = latest.max(t);
+        if let Some(model) = rfc.as_mut() {
+            let expected = model.colour(t, p.size, pre.unwrap_or(Color::Green));
+            prop_assert_eq!(colours[0], expected, "the RFC: {:?} at {}", p, t);
+            prop_assert_eq!(shared.tokens(t), model.tokens());
+        }
+        for when in [t, latest, latest.saturating_add(p.size)] {
+            let tokens = shared.tokens(when);
+            let others = [at.tokens(when), by_clock.tokens(when), mixed.tokens(when)];
+            prop_assert_eq!(others, [tokens; 3], "at {}", when);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #[test]
     fn srtcm_the_owners_path_is_the_shared_path_and_the_rfcs(
@@ -80,44 +186,7 @@ proptest! {
         stream in any::<bool>().prop_flat_map(|backwards| packets(3000, backwards)),
     ) {
         let new = |clock: ManualClock| SrTcm::with_clock(bytes(cir, cbs), ebs, clock).unwrap();
-        let clock = ManualClock::new();
-        let shared = new(ManualClock::new());
-        let (mut at, mut by_clock, mut mixed) = (new(ManualClock::new()), new(clock.clone()), new(ManualClock::new()));
-        let mut rfc = Some(RefSrTcm::new(cir, cbs, ebs));
-        let (mut t, mut latest) = (t0, t0);
-        for p in stream {
-            t = p.step.apply(t);
-            clock.set(Duration::from_nanos(t));
-            let pre = if blind { Color::Green } else { p.pre };
-            let colours = if blind {
-                [
-                    shared.color_blind_at(p.size, t),
-                    at.color_blind_at_mut(p.size, t),
-                    by_clock.color_blind_mut(p.size),
-                    if p.owner { mixed.color_blind_at_mut(p.size, t) } else { mixed.color_blind_at(p.size, t) },
-                ]
-            } else {
-                [
-                    shared.color_aware_at(p.size, pre, t),
-                    at.color_aware_at_mut(p.size, pre, t),
-                    by_clock.color_aware_mut(p.size, pre),
-                    if p.owner { mixed.color_aware_at_mut(p.size, pre, t) } else { mixed.color_aware_at(p.size, pre, t) },
-                ]
-            };
-            prop_assert_eq!(colours, [colours[0]; 4], "{:?} at {} (shared, at, by clock, mixed)", p, t);
-            if t < latest {
-                rfc = None; // the models know a monotone clock only
-            }
-            latest = latest.max(t);
-            if let Some(model) = rfc.as_mut() {
-                prop_assert_eq!(colours[0], model.meter(t, p.size, pre), "RFC 2697: {:?} at {}", p, t);
-                prop_assert_eq!(shared.tokens_at(t), model.tokens());
-            }
-            for when in [t, latest, latest.saturating_add(p.size)] {
-                let tokens = shared.tokens_at(when);
-                prop_assert_eq!([at.tokens_at(when), by_clock.tokens_at(when), mixed.tokens_at(when)], [tokens; 3], "at {}", when);
-            }
-        }
+        paths_agree(new, RefSrTcm::new(cir, cbs, ebs), blind, t0, stream)?;
     }
 
     #[test]
@@ -133,44 +202,7 @@ proptest! {
         // PIR >= CIR: the same count in a period `speedup` times shorter (rounded up).
         let pir = (cir.0, cir.1.div_ceil(speedup));
         let new = |clock: ManualClock| TrTcm::with_clock(bytes(pir, pbs), bytes(cir, cbs), clock).unwrap();
-        let clock = ManualClock::new();
-        let shared = new(ManualClock::new());
-        let (mut at, mut by_clock, mut mixed) = (new(ManualClock::new()), new(clock.clone()), new(ManualClock::new()));
-        let mut rfc = Some(RefTrTcm::new(pir, pbs, cir, cbs));
-        let (mut t, mut latest) = (t0, t0);
-        for p in stream {
-            t = p.step.apply(t);
-            clock.set(Duration::from_nanos(t));
-            let pre = if blind { Color::Green } else { p.pre };
-            let colours = if blind {
-                [
-                    shared.color_blind_at(p.size, t),
-                    at.color_blind_at_mut(p.size, t),
-                    by_clock.color_blind_mut(p.size),
-                    if p.owner { mixed.color_blind_at_mut(p.size, t) } else { mixed.color_blind_at(p.size, t) },
-                ]
-            } else {
-                [
-                    shared.color_aware_at(p.size, pre, t),
-                    at.color_aware_at_mut(p.size, pre, t),
-                    by_clock.color_aware_mut(p.size, pre),
-                    if p.owner { mixed.color_aware_at_mut(p.size, pre, t) } else { mixed.color_aware_at(p.size, pre, t) },
-                ]
-            };
-            prop_assert_eq!(colours, [colours[0]; 4], "{:?} at {} (shared, at, by clock, mixed)", p, t);
-            if t < latest {
-                rfc = None;
-            }
-            latest = latest.max(t);
-            if let Some(model) = rfc.as_mut() {
-                prop_assert_eq!(colours[0], model.meter(t, p.size, pre), "RFC 2698: {:?} at {}", p, t);
-                prop_assert_eq!(shared.tokens_at(t), model.tokens());
-            }
-            for when in [t, latest, latest.saturating_add(p.size)] {
-                let tokens = shared.tokens_at(when);
-                prop_assert_eq!([at.tokens_at(when), by_clock.tokens_at(when), mixed.tokens_at(when)], [tokens; 3], "at {}", when);
-            }
-        }
+        paths_agree(new, RefTrTcm::new(pir, pbs, cir, cbs), blind, t0, stream)?;
     }
 }
 
