@@ -4,6 +4,7 @@
 mod progress;
 mod rules_file;
 mod run;
+mod runs;
 
 pub use progress::{Event, Progress, Snapshot};
 
