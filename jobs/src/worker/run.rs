@@ -11,7 +11,8 @@
 //! Leases are renewed at the top of each turn when due, before the claim: a claim that fails
 //! (the database away) retries no later than the next renewal, and a renewal is never skipped.
 //! Runs are tracked by (job id, attempt) (see [`super::runs`]): a job this worker takes back
-//! while its first run still goes on is two runs, each renewed on its own.
+//! while its first run still goes on is two runs, each renewed on its own. A run past the
+//! worker's timeout is stopped (see [`Worker::timeout`]).
 
 use super::progress::Counter;
 use super::runs::Runs;
@@ -41,9 +42,10 @@ const RETRY_FIRST: Duration = Duration::from_millis(250);
 const DEFER_FIRST: Duration = Duration::from_millis(2);
 const DEFER_MAX: Duration = Duration::from_millis(250);
 
-/// A run that ended.
+/// A run that ended, and how long it took.
 struct Ended {
     completion: Completion,
+    took: Duration,
 }
 
 impl Worker {
@@ -213,24 +215,51 @@ impl Worker {
         Ok(self.progress.snapshot())
     }
 
-    /// Runs `job` with `handler` on a task of its own; its outcome comes back on `ended`. A
-    /// handler that panics fails its run.
-    fn spawn<F, Fut>(&self, job: Job, handler: Arc<F>, ended: mpsc::UnboundedSender<Ended>)
+    /// Runs `job` with `handler` on a task of its own, within the timeout if one is set; its
+    /// outcome comes back on `ended`. A handler that panics fails its run.
+    fn spawn<F, Fut>(&self, mut job: Job, handler: Arc<F>, ended: mpsc::UnboundedSender<Ended>)
     where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Outcome> + Send + 'static,
     {
+        let start = Instant::now();
+        let limit = self.timeout.map(|t| (start + t, t, self.stop_grace));
+        job.deadline = limit.map(|(at, _, _)| at.into_std());
         let (id, attempt, lane) = (job.id, job.attempt, job.lane.clone());
         tokio::spawn(async move {
-            let outcome = AssertUnwindSafe(handler(job)).catch_unwind().await;
-            let outcome =
-                outcome.unwrap_or_else(|_| Outcome::Failed("the handler panicked".into()));
-            let _ = ended.send(Ended { completion: Completion { id, attempt, lane, outcome } });
+            let run = AssertUnwindSafe(handler(job)).catch_unwind();
+            let panicked = |_| Outcome::Failed("the handler panicked".into());
+            let outcome = match limit {
+                None => run.await.unwrap_or_else(panicked),
+                Some((deadline, timeout, grace)) => {
+                    tokio::pin!(run);
+                    match tokio::time::timeout_at(deadline, &mut run).await {
+                        Ok(outcome) => outcome.unwrap_or_else(panicked),
+                        Err(_) => {
+                            // Past its time: the handler, told by its job's deadline, has the
+                            // grace to wind down; then it is dropped. A failed attempt either way.
+                            let _ = tokio::time::timeout(grace, &mut run).await;
+                            Outcome::Failed(format!("timed out after {timeout:?}"))
+                        }
+                    }
+                }
+            };
+            let took = start.elapsed();
+            let _ =
+                ended.send(Ended { completion: Completion { id, attempt, lane, outcome }, took });
         });
     }
 
-    /// A run ended: keep its outcome for the next claim.
+    /// A run ended: tell the owner, and keep its outcome for the next claim.
     fn ended(&self, runs: &mut Runs, e: Ended) {
+        let c = &e.completion;
+        self.emit(&Event::Finished {
+            job: c.id,
+            lane: c.lane.clone(),
+            attempt: c.attempt,
+            outcome: c.outcome.clone(),
+            took: e.took,
+        });
         runs.end(e.completion);
     }
 

@@ -1,9 +1,10 @@
 //! A run's life through the worker loop, on the database's own clock: a job its own worker takes
-//! back, a lane another session holds. Bounds only, never timings.
+//! back, a lane another session holds, runs past their timeout. Bounds only, never timings.
 
 use crate::db::{Case, Db};
 use leakgate::ManualClock;
 use leakgate_jobs::{Jobs, LaneStatus, Outcome};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
@@ -14,7 +15,8 @@ macro_rules! cases {
     };
 }
 
-cases!(ALL: a_job_its_own_worker_takes_back_runs_twice_and_ends_done);
+cases!(ALL: a_job_its_own_worker_takes_back_runs_twice_and_ends_done,
+    a_run_past_its_timeout_is_stopped_and_fails, a_stopping_worker_waits_for_a_hung_run_only_until_its_timeout);
 cases!(POSTGRES_ONLY: a_lane_held_by_a_stalled_session_holds_up_no_other_lane);
 
 /// A handle whose clock is an hour ahead: its claims take back every lease, as another worker's
@@ -72,6 +74,95 @@ async fn a_job_its_own_worker_takes_back_runs_twice_and_ends_done(db: Db) {
     let runs: Vec<(i64, u32)> =
         jobs.runs("refunds").await.unwrap().iter().map(|r| (r.job, r.attempt)).collect();
     assert_eq!(runs, [(id, 1), (id, 2)]);
+}
+
+/// Counts drops: a handler future that holds one was stopped (or ended).
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// `timeout`: a hung handler is dropped after the grace, a handler that winds down by its
+/// job's deadline has its outcome overruled; both are failed attempts "timed out after ...",
+/// and dead after `max_attempts`. A quick run is untouched.
+async fn a_run_past_its_timeout_is_stopped_and_fails(db: Db) {
+    let jobs =
+        db.builder().max_attempts(2).backoff(Duration::from_millis(10)).open().await.unwrap();
+    for payload in ["hung", "winds-down", "quick"] {
+        jobs.add("work", payload).await.unwrap();
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let timeout = Duration::from_millis(300);
+    let worker = jobs
+        .worker()
+        .concurrency(3)
+        .until_empty(true)
+        .timeout(Some(timeout))
+        .stop_grace(Duration::from_millis(200));
+    let summary = worker
+        .run({
+            let dropped = dropped.clone();
+            move |job| {
+                let guard = Dropped(dropped.clone());
+                async move {
+                    let deadline = job.deadline().expect("a worker with a timeout sets it");
+                    match job.payload() {
+                        b"hung" => std::future::pending::<()>().await,
+                        // Told by the deadline, it ends within the grace: too late all the same.
+                        b"winds-down" => {
+                            let late = deadline + Duration::from_millis(50);
+                            tokio::time::sleep_until(late.into()).await
+                        }
+                        _ => {}
+                    }
+                    drop(guard);
+                    Outcome::Done
+                }
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!((summary.done, summary.failed, summary.dead), (1, 4, 2), "{summary:?}");
+    assert_eq!(dropped.load(Ordering::SeqCst), 1 + 2 + 2, "every handler future dropped");
+    let dead = jobs.dead(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 2);
+    for job in dead {
+        assert_eq!(job.error, "timed out after 300ms", "{:?}", job.payload);
+        assert_eq!(job.attempts, 2);
+    }
+}
+
+/// A stop while a run hangs: the worker takes nothing new and returns once the run's timeout
+/// (and grace) stopped it; the job is kept for a retry.
+async fn a_stopping_worker_waits_for_a_hung_run_only_until_its_timeout(db: Db) {
+    let jobs = db.builder().backoff(Duration::from_secs(60)).open().await.unwrap();
+    jobs.add("work", "hung").await.unwrap();
+    jobs.add("work", "next").await.unwrap();
+    let started = Arc::new(Notify::new());
+    let worker = jobs
+        .worker()
+        .timeout(Some(Duration::from_millis(200)))
+        .stop_grace(Duration::from_millis(100));
+    let stop = worker.stopper();
+    let run = tokio::spawn({
+        let started = started.clone();
+        worker.run(move |_| {
+            let started = started.clone();
+            async move {
+                started.notify_one();
+                std::future::pending::<Outcome>().await
+            }
+        })
+    });
+    started.notified().await;
+    stop.stop();
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!((summary.started, summary.failed), (1, 1), "{summary:?}");
+    let status = lane(&jobs, "work").await;
+    assert_eq!((status.ready, status.scheduled, status.running), (1, 1, 0));
 }
 
 /// The reproducer `pg_stalled_worker_freezes_fleet.sh` as a library case: a session that

@@ -261,6 +261,7 @@ fn claim(
             key,
             started_ns: now,
             slot_ns: slot,
+            deadline: None,
         });
     }
     Ok(())
