@@ -1,6 +1,6 @@
 //! `leakgate jobs work` and the commands it runs, as a user sees them: a killed worker's
 //! commands die with it, a run past `--timeout` is stopped with its whole process group and
-//! fails, a line per finished run.
+//! fails, a line per finished run, what `status` and `rules check` say about a jobs set-up.
 //! Bounds only: how long a process takes to go is bounded generously, never measured.
 
 mod common;
@@ -152,7 +152,8 @@ fn wait_bounded(child: Child, bound: Duration) -> Output {
     }
 }
 
-/// A line per finished run (id, lane, attempt, outcome, time) on stderr, none with --quiet.
+/// A line per finished run (id, lane, attempt, outcome, time) on stderr, none with --quiet;
+/// `status` explains its columns.
 #[test]
 fn a_line_per_finished_run_and_status_explains_its_columns() {
     let dir = tempfile::tempdir().unwrap();
@@ -172,4 +173,31 @@ fn a_line_per_finished_run_and_status_explains_its_columns() {
     let err = text(&out.stderr);
     assert!(!err.contains("job 3"), "--quiet: {err}");
     assert!(err.contains("1 started, 1 done"), "the summary still: {err}");
+    let status = ok(&["jobs", "status", "--db", &db]);
+    assert!(status.contains("RUNS/MIN: runs started in the last\nminute / the most"), "{status}");
+}
+
+/// The README's jobs rules file passes `leakgate rules check` (it was refused: unknown option
+/// "max_in_flight"); a bad jobs option is named as such.
+#[test]
+fn rules_check_knows_the_jobs_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "\"refunds\" = \"1/s\"\n\"refunds/bank-a\" = { quotas = [\"2/s\", \"3000/h\"], max_in_flight = 1, max_waiting = 100000 }\nmail = { max_in_flight = 4 }\n",
+    )
+    .unwrap();
+    let out = ok(&["rules", "check", rules.to_str().unwrap()]);
+    assert!(out.contains("2/s, 3000/h, max_in_flight 1, max_waiting 100000"), "{out}");
+    assert!(out.contains("\"mail\"") && out.contains("not paced, max_in_flight 4"), "{out}");
+    assert!(out.contains("options of leakgate jobs"), "{out}");
+    std::fs::write(&rules, "a = { quota = \"1/s\", max_in_flight = 0 }\n").unwrap();
+    let out = leakgate().args(["rules", "check", rules.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("max_in_flight must be a whole number"), "{:?}", out);
+    std::fs::write(&rules, "a = { quota = \"1/s\", max_inflight = 2 }\n").unwrap();
+    let out = leakgate().args(["rules", "check", rules.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("may also set max_in_flight and max_waiting"), "{:?}", out);
 }
