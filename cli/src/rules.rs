@@ -3,6 +3,7 @@
 
 use crate::out::{errln, print, Delivery};
 use leakgate::Rules;
+use leakgate_jobs::LaneRules;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,6 +17,10 @@ A rules file is TOML: every top-level key is a rule path, its value a quota, a l
     \"rate_limit/192.168.11.3\" = \"100/s burst 500\"  # paths with dots or slashes are quoted
     api = [\"10/s\", \"1000/h\"]
     \"api/beta\" = { quota = \"5/s\", shadow = true, capacity = 10000, overflow = \"shared 50/s\" }
+
+A rules file for `leakgate jobs` may also give a table rule `max_in_flight` and `max_waiting`
+(see `leakgate jobs --help`): `rules check` accepts them and says they are for `leakgate jobs`
+only (`leakgate serve` and `rules push` refuse them).
 
 A key gets the rule of its longest configured prefix cut at `/`, then the default rule \"\"; a
 key no rule matches is admitted and not tracked. `rules check` warns (on stderr; the exit status
@@ -78,9 +83,9 @@ pub(crate) fn run(args: Args) -> ExitCode {
 /// 0 when valid (warnings or not), 1 when not (the error on stderr names the line, the rule and
 /// the bad part).
 fn check(path: &Path) -> ExitCode {
-    let rules = match Rules::from_file(path) {
-        Ok(rules) => rules,
-        Err(e) => return invalid(path, &e),
+    let (rules, jobs) = match load(path) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
     let mut text = String::new();
     let plural = if rules.len() == 1 { "" } else { "s" };
@@ -89,10 +94,30 @@ fn check(path: &Path) -> ExitCode {
     let width = rules.iter().map(|(p, _)| p.len() + 2).max().unwrap_or(0);
     for (rule_path, rule) in rules.iter() {
         let quoted = format!("{rule_path:?}");
-        let _ = writeln!(text, "  {quoted:<width$}  {rule}");
+        let shown = match &jobs {
+            Some(_) if rule.quotas().is_empty() => "not paced".to_owned(),
+            _ => rule.to_string(),
+        };
+        let _ = write!(text, "  {quoted:<width$}  {shown}");
+        if let Some(jobs) = &jobs {
+            let limits = jobs.limits(rule_path);
+            if let Some(n) = limits.max_in_flight {
+                let _ = write!(text, ", max_in_flight {n}");
+            }
+            if let Some(n) = limits.max_waiting {
+                let _ = write!(text, ", max_waiting {n}");
+            }
+        }
+        text.push('\n');
     }
     if rules.get("").is_none() {
         text.push_str("  (no default rule \"\": keys that match no rule are not limited)\n");
+    }
+    if jobs.is_some() {
+        text.push_str(
+            "  (max_in_flight and max_waiting are options of leakgate jobs: valid for \
+             `leakgate jobs work --rules`; `leakgate serve` and `rules push` refuse them)\n",
+        );
     }
     for (rule_path, _) in rules.iter() {
         if let Some(why) = suspicious(rule_path) {
@@ -100,6 +125,32 @@ fn check(path: &Path) -> ExitCode {
         }
     }
     finish(print(&text), ExitCode::SUCCESS)
+}
+
+/// The rules of the file at `path`: the core's format, or the format of `leakgate jobs` (the
+/// core's plus `max_in_flight` and `max_waiting`; then the jobs rules too). A file that is
+/// neither is reported (with the jobs error when it uses the jobs options) and exits 1.
+fn load(path: &Path) -> Result<(Rules, Option<LaneRules>), ExitCode> {
+    let core = match Rules::from_file(path) {
+        Ok(rules) => return Ok((rules, None)),
+        Err(e) => e,
+    };
+    match LaneRules::from_file(path) {
+        Ok(jobs) => Ok((jobs.rules().clone(), Some(jobs))),
+        Err(e) if ["max_in_flight", "max_waiting"].iter().any(|o| core.message().contains(o)) => {
+            errln!("leakgate rules: {}: {e}", path.display());
+            Err(ExitCode::from(1))
+        }
+        Err(_) if core.message().contains("unknown option") => {
+            errln!(
+                "leakgate rules: {}: {core} (a rules file for leakgate jobs may also set \
+                 max_in_flight and max_waiting)",
+                path.display()
+            );
+            Err(ExitCode::from(1))
+        }
+        Err(_) => Err(invalid(path, &core)),
+    }
 }
 
 /// Why a rule path reaches no key a user is likely to mean, if it does not: a path with an
@@ -134,9 +185,9 @@ fn suspicious(rule_path: &str) -> Option<String> {
 /// Prints which rule `key` gets under the rules file at `path`, and the paths tried on the way.
 /// Exit code 0 (whether or not a rule matches), 1 when the file is invalid.
 fn explain(path: &Path, key: &str) -> ExitCode {
-    let rules = match Rules::from_file(path) {
-        Ok(rules) => rules,
-        Err(e) => return invalid(path, &e),
+    let rules = match load(path) {
+        Ok((rules, _)) => rules,
+        Err(code) => return code,
     };
     let mut text = String::new();
     // Writing to a String cannot fail.

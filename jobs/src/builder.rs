@@ -108,7 +108,7 @@ impl JobsBuilder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub async fn open(self) -> Result<Jobs, Error> {
-        let store = Store::open(&self.db, self.connections).await?;
+        let store = Store::open(&self.db, self.connections, self.policy.lease).await?;
         Ok(Jobs::from_parts(store, self.policy, self.clock))
     }
 }

@@ -51,6 +51,10 @@ pub enum Error {
     /// The job's lease ran out and the job went back to the queue (or to another worker): this
     /// run's outcome was not recorded.
     LeaseLost(i64),
+    /// The outcome could not be recorded: another session held the job's lane (named here)
+    /// for longer than a stalled session may (PostgreSQL); the run still holds its lease, so
+    /// report it again.
+    LaneBusy(String),
     /// Rules that do not parse.
     Rules(RulesError),
 }
@@ -86,6 +90,11 @@ impl fmt::Display for Error {
                 f,
                 "job {id}: its lease ran out before this run finished, so the job is back in the \
                  queue and this outcome was not recorded"
+            ),
+            Error::LaneBusy(lane) => write!(
+                f,
+                "lane {lane:?} stayed locked by another session: the outcome was not recorded \
+                 (the run still holds its lease: report it again)"
             ),
             Error::Rules(e) => write!(f, "bad rules: {e}"),
         }

@@ -1,7 +1,7 @@
 //! Jobs: what is added (a [`NewJob`]), what a worker takes (a [`Job`]).
 
 use crate::error::Error;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The largest payload a job may carry: 16 MiB. A queue holds work, not files: put large
 /// data elsewhere and its name in the payload.
@@ -174,6 +174,8 @@ pub struct Job {
     pub(crate) started_ns: i64,
     /// The slot it was charged against: the earliest time it could have started.
     pub(crate) slot_ns: i64,
+    /// When the worker stops this run (its timeout), if it has one.
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl Job {
@@ -230,6 +232,26 @@ impl Job {
     /// ```
     pub fn started(&self) -> SystemTime {
         to_time(self.started_ns)
+    }
+
+    /// When this run is stopped, if its worker has a [timeout](crate::Worker::timeout): a
+    /// handler that may run long can watch it (`tokio::time::timeout_at`) and wind down. Past
+    /// it, the handler has the worker's [grace](crate::Worker::stop_grace) to return, and is then
+    /// dropped; either way the run counts as a failed attempt ("timed out after ...").
+    ///
+    /// ```no_run
+    /// # async fn f(job: leakgate_jobs::Job) -> leakgate_jobs::Outcome {
+    /// let send = async { /* call the bank */ leakgate_jobs::Outcome::Done };
+    /// match job.deadline() {
+    ///     Some(at) => tokio::time::timeout_at(at.into(), send)
+    ///         .await
+    ///         .unwrap_or_else(|_| leakgate_jobs::Outcome::Failed("the bank was too slow".into())),
+    ///     None => send.await,
+    /// }
+    /// # }
+    /// ```
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 
     /// How long after its slot this run started: the slot is the later of the time its lane's

@@ -8,6 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// How long [`Jobs::done`] and the like try to record an outcome whose lane another session
+/// holds: twice the longest that PostgreSQL lets a stalled session hold it (30 s).
+const LANE_WAIT: Duration = Duration::from_secs(60);
+
 /// A handle on one queue: a SQLite file or a PostgreSQL database. Cheap to clone; clones share
 /// the connection(s). Every method is one transaction.
 ///
@@ -202,7 +206,7 @@ impl Jobs {
     pub async fn renew(&self, jobs: &[&Job]) -> Result<(), Error> {
         let leases = jobs.iter().map(|j| (j.id, j.attempt)).collect();
         let lost = self.renew_raw(leases).await?;
-        lost.first().map_or(Ok(()), |&id| Err(Error::LeaseLost(id)))
+        lost.first().map_or(Ok(()), |&(id, _)| Err(Error::LeaseLost(id)))
     }
 
     /// The retry and lease policy.
@@ -228,16 +232,33 @@ impl Jobs {
         self.inner.store.take(take).await
     }
 
-    pub(crate) async fn renew_raw(&self, leases: Vec<(i64, u32)>) -> Result<Vec<i64>, Error> {
+    pub(crate) async fn renew_raw(
+        &self,
+        leases: Vec<(i64, u32)>,
+    ) -> Result<Vec<(i64, u32)>, Error> {
         self.inner.store.renew(leases, self.inner.policy.lease, self.now()).await
     }
 
     async fn report(&self, job: &Job, outcome: Outcome) -> Result<(), Error> {
-        let completion = Completion { id: job.id, attempt: job.attempt, outcome };
-        let taken = self.take_raw(vec![completion], 0, false).await?;
-        match taken.lost.first() {
-            Some(&id) => Err(Error::LeaseLost(id)),
-            None => Ok(()),
+        let completion =
+            Completion { id: job.id, attempt: job.attempt, lane: job.lane.clone(), outcome };
+        // A lane another session holds (PostgreSQL) leaves the outcome unrecorded: try again
+        // shortly, for as long as the server lets a stalled session hold a lane, and then some.
+        let give_up = tokio::time::Instant::now() + LANE_WAIT;
+        let mut wait = Duration::from_millis(1);
+        loop {
+            let taken = self.take_raw(vec![completion.clone()], 0, false).await?;
+            if let Some(&(id, _)) = taken.lost.first() {
+                return Err(Error::LeaseLost(id));
+            }
+            if taken.deferred.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return Err(Error::LaneBusy(job.lane.clone()));
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_millis(100));
         }
     }
 

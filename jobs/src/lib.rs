@@ -14,6 +14,11 @@
 //! * **Crashes.** A taken job has a lease its worker renews; a job whose worker dies runs again
 //!   once the lease runs out, with its attempt number raised (a fencing token). A job runs more
 //!   than once only then.
+//! * **Stalls and timeouts.** A run past the worker's [`timeout`](Worker::timeout) is stopped
+//!   and fails. On PostgreSQL a claim never waits for a lane another session holds, and every
+//!   session carries timeouts derived from the lease, so the server ends a stalled worker's
+//!   transaction within about half a lease; SQLite has one writer at a time, and a worker stalled
+//!   inside a write holds up the file until it continues or dies (see the README).
 //! * **Retries.** A failed run is retried after a doubling backoff (with jitter), through the
 //!   pacer; after `max_attempts` the job is dead: kept, listed, requeued on demand. A "slow
 //!   down" answer pauses the lane instead of counting as a failure.

@@ -10,6 +10,7 @@ mod add;
 mod admin;
 mod demo;
 mod status;
+mod supervise;
 mod work;
 
 use leakgate_jobs::Jobs;
@@ -57,6 +58,10 @@ enum Command {
     Purge(admin::PurgeArgs),
     /// The refund case end to end: two workers pace one lane, one is killed, nothing is lost
     Demo(demo::Args),
+    /// (internal) What `work` runs each command under: stops it with its process group when
+    /// the worker dies or asks
+    #[command(name = "__supervise", hide = true)]
+    Supervise(supervise::Args),
 }
 
 /// Runs `leakgate jobs`.
@@ -69,6 +74,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Requeue(args) => admin::run_requeue(args),
         Command::Purge(args) => admin::run_purge(args),
         Command::Demo(args) => demo::run(args),
+        Command::Supervise(args) => supervise::run(args),
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 /// The arguments of `leakgate jobs status`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = LEGEND)]
 pub(crate) struct StatusArgs {
     #[command(flatten)]
     db: DbArg,
@@ -120,7 +121,14 @@ fn print_table(lanes: &[LaneStatus]) {
             l.rule.as_deref().unwrap_or("not paced"),
         );
     }
+    crate::out::outln!("{LEGEND}");
 }
+
+/// What the columns that are not plain counts mean, printed under the table.
+const LEGEND: &str = "\
+WAITING: ready or delayed (--after, a retry's backoff); OLDEST: how long the oldest has waited;
+NEXT SLOT: when the lane's pace lets its next run start; RUNS/MIN: runs started in the last
+minute / the most the lane's rule lets start in a minute (alone: not paced)";
 
 /// A rate per minute, short.
 fn short(r: f64) -> String {

@@ -1,9 +1,14 @@
 //! `leakgate jobs work`: runs COMMAND for each job, as its lane's pace allows.
+//!
+//! Each run's command is started through `leakgate jobs __supervise` (see [`super::supervise`]),
+//! so that it is stopped with its whole process group when it passes `--timeout` and when the
+//! worker dies. One line per finished run goes to stderr (not with `--quiet`); on a terminal, a
+//! live line of counts stays below them.
 
 use super::{block_on, DbArg};
 use crate::duration::parse_duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use leakgate_jobs::{Job, Jobs, Outcome, Snapshot};
+use leakgate_jobs::{Event, Job, Jobs, Outcome, Snapshot};
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -48,8 +53,22 @@ pub(crate) struct Args {
     /// Remove done jobs finished longer ago than this (their keys are forgotten with them)
     #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = parse_duration)]
     retention: Duration,
-    /// The command run for each job, with the payload on stdin and LEAKGATE_JOB_ID,
-    /// LEAKGATE_JOB_LANE and LEAKGATE_JOB_ATTEMPT in its environment; exit 0 means done
+    /// A run still going this long after it started is stopped (its whole process group:
+    /// SIGTERM, then SIGKILL after --kill-after) and counts as a failed attempt, "timed out
+    /// after DURATION". Without it a command may run for ever
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// How long a stopped command's process group has between SIGTERM and SIGKILL, when it
+    /// passed --timeout or when this worker died [default: the shorter of 5s and half the
+    /// --lease, so a command whose worker died is gone before its job can run again]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    kill_after: Option<Duration>,
+    /// No line per finished run on stderr (the summary at the end and problems still are)
+    #[arg(long, short)]
+    quiet: bool,
+    /// The command run for each job, in a process group of its own, with the payload on stdin
+    /// and LEAKGATE_JOB_ID, LEAKGATE_JOB_LANE and LEAKGATE_JOB_ATTEMPT in its environment; exit
+    /// 0 means done. It is stopped with its group if this worker dies (even by SIGKILL)
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
@@ -62,6 +81,10 @@ pub(crate) fn run(args: Args) -> ExitCode {
         if args.lease < Duration::from_millis(10) {
             return Err("--lease must be at least 10ms".into());
         }
+        if args.timeout.is_some_and(|t| t.is_zero()) {
+            return Err("--timeout must be more than 0".into());
+        }
+        let kill_after = args.kill_after.unwrap_or((args.lease / 2).min(DEFAULT_KILL_AFTER));
         let queue = Jobs::builder(&args.db.db)
             .lease(args.lease)
             .max_attempts(args.max_attempts)
@@ -71,12 +94,20 @@ pub(crate) fn run(args: Args) -> ExitCode {
             .map_err(|e| e.to_string())?;
         let bar = progress_bar();
         let events = bar.clone();
+        let quiet = args.quiet;
         let mut worker = queue
             .worker()
             .concurrency(args.concurrency as usize)
             .until_empty(args.until_empty)
             .retention(Some(args.retention))
+            .timeout(args.timeout)
+            // The supervisor stops the group within `kill_after`; the margin lets it finish
+            // before the run's future is dropped.
+            .stop_grace(kill_after + Duration::from_secs(2))
             .on_event(move |event| {
+                if quiet && matches!(event, Event::Finished { .. }) {
+                    return;
+                }
                 events.suspend(|| crate::out::errln!("leakgate jobs work: {event}"))
             });
         if let Some(rules) = &args.rules {
@@ -101,14 +132,17 @@ pub(crate) fn run(args: Args) -> ExitCode {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
-        let command = Arc::new(args.command.clone());
-        let slow = args.slow_down_exit.map(|code| (code, args.slow_down_pause));
-        let summary = worker.run(move |job| run_one(command.clone(), slow, job)).await.map_err(
-            |e| match &args.rules {
+        let how = Arc::new(How {
+            supervisor: supervisor(),
+            command: args.command.clone(),
+            kill_after,
+            slow: args.slow_down_exit.map(|code| (code, args.slow_down_pause)),
+        });
+        let summary =
+            worker.run(move |job| run_one(how.clone(), job)).await.map_err(|e| match &args.rules {
                 Some(path) => format!("{}: {e}", path.display()),
                 None => e.to_string(),
-            },
-        );
+            });
         ticking.abort();
         bar.finish_and_clear();
         let summary = summary?;
@@ -141,10 +175,58 @@ fn progress_bar() -> ProgressBar {
     bar
 }
 
-/// Runs the command for one job.
-async fn run_one(command: Arc<Vec<OsString>>, slow: Option<(i32, Duration)>, job: Job) -> Outcome {
-    let mut cmd = tokio::process::Command::new(&command[0]);
-    cmd.args(&command[1..])
+/// The default of `--kill-after` (when half the lease is longer).
+const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
+
+/// How each job's command is run.
+struct How {
+    /// This program, to run as the supervisor.
+    supervisor: PathBuf,
+    command: Vec<OsString>,
+    kill_after: Duration,
+    /// The exit code that means "slow down", and the lane's pause then.
+    slow: Option<(i32, Duration)>,
+}
+
+/// This program: `/proc/self/exe` (still there when the file was replaced since), else the
+/// path it was started as.
+fn supervisor() -> PathBuf {
+    let proc = PathBuf::from("/proc/self/exe");
+    if proc.exists() {
+        return proc;
+    }
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("leakgate"))
+}
+
+/// The supervisor of one run; dropped before it ended (the run's future dropped), it is told to
+/// stop the command.
+struct Supervised(tokio::process::Child);
+
+impl Supervised {
+    /// Asks the supervisor to stop the command (`SIGTERM`; it then stops the command's group).
+    fn stop(&self) {
+        if let Some(pid) = self.0.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs the command for one job, through the supervisor; stops it at the job's deadline.
+async fn run_one(how: Arc<How>, job: Job) -> Outcome {
+    let mut cmd = tokio::process::Command::new(&how.supervisor);
+    cmd.arg0("leakgate")
+        .args(["jobs", "__supervise", "--parent"])
+        .arg(std::process::id().to_string())
+        .arg("--kill-after")
+        .arg(format!("{}ms", how.kill_after.as_millis()))
+        .arg("--")
+        .args(&how.command)
         .env("LEAKGATE_JOB_ID", job.id().to_string())
         .env("LEAKGATE_JOB_LANE", job.lane())
         .env("LEAKGATE_JOB_ATTEMPT", job.attempt().to_string())
@@ -156,19 +238,31 @@ async fn run_one(command: Arc<Vec<OsString>>, slow: Option<(i32, Duration)>, job
         cmd.env("LEAKGATE_JOB_KEY", key);
     }
     let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) => return Outcome::Failed(format!("cannot run {:?}: {e}", command[0])),
+        Ok(child) => Supervised(child),
+        Err(e) => return Outcome::Failed(format!("cannot run {:?}: {e}", how.supervisor)),
     };
-    if let Some(mut stdin) = child.stdin.take() {
+    if let Some(mut stdin) = child.0.stdin.take() {
         let payload = job.payload().to_vec();
         // A command that does not read its stdin is fine: a broken pipe is ignored.
         tokio::spawn(async move {
             let _ = stdin.write_all(&payload).await;
         });
     }
-    match child.wait().await {
+    let status = match job.deadline() {
+        None => child.0.wait().await,
+        Some(at) => tokio::select! {
+            status = child.0.wait() => status,
+            _ = tokio::time::sleep_until(at.into()) => {
+                child.stop();
+                let _ = child.0.wait().await;
+                // The worker records "timed out after ..." whatever is answered now.
+                return Outcome::Failed("stopped at its deadline".into());
+            }
+        },
+    };
+    match status {
         Ok(status) if status.success() => Outcome::Done,
-        Ok(status) => match (status.code(), slow) {
+        Ok(status) => match (status.code(), how.slow) {
             (Some(code), Some((slow_code, pause))) if code == slow_code => Outcome::SlowDown(pause),
             (Some(code), _) => Outcome::Failed(format!("exit status {code}")),
             (None, _) => Outcome::Failed(format!("killed by a signal ({status})")),

@@ -61,11 +61,12 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// A run's outcome for job `id` at run `attempt` (the fence).
+/// A run's outcome for job `id` at run `attempt` (the fence), in `lane`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Completion {
     pub(crate) id: i64,
     pub(crate) attempt: u32,
+    pub(crate) lane: String,
     pub(crate) outcome: Outcome,
 }
 
@@ -88,8 +89,11 @@ pub(crate) struct Take {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Taken {
     pub(crate) jobs: Vec<Job>,
-    /// Completions whose lease was lost (their outcome was not recorded).
-    pub(crate) lost: Vec<i64>,
+    /// Completions (job id, attempt) whose lease was lost (their outcome was not recorded).
+    pub(crate) lost: Vec<(i64, u32)>,
+    /// Completions not recorded because another transaction holds their lane (PostgreSQL: a
+    /// claim never waits for a lane); to be given again to a later `take`.
+    pub(crate) deferred: Vec<Completion>,
     /// The database's time of the transaction.
     pub(crate) now: i64,
     /// The earliest time (database clock) something may become takeable: a lane's next slot, a
@@ -142,9 +146,17 @@ pub(crate) enum Store {
 impl Store {
     /// Opens (and creates or migrates) the database named by `db`: a `postgres://` or
     /// `postgresql://` URL, or a file path for SQLite.
-    pub(crate) async fn open(db: &str, connections: usize) -> Result<Store, Error> {
+    /// PostgreSQL sessions get timeouts derived from `lease` (see [`postgres::Timeouts`]).
+    pub(crate) async fn open(
+        db: &str,
+        connections: usize,
+        lease: Duration,
+    ) -> Result<Store, Error> {
         if db.starts_with("postgres://") || db.starts_with("postgresql://") {
-            Ok(Store::Postgres(Box::new(postgres::Postgres::open(db, connections).await?)))
+            let timeouts = postgres::Timeouts::for_lease(lease);
+            Ok(Store::Postgres(Box::new(
+                postgres::Postgres::open(db, connections, timeouts).await?,
+            )))
         } else {
             let path = db.to_string();
             let store = tokio::task::spawn_blocking(move || sqlite::Sqlite::open(&path))
@@ -177,7 +189,7 @@ impl Store {
         leases: Vec<(i64, u32)>,
         lease: Duration,
         now: Option<i64>,
-    ) -> Result<Vec<i64>, Error> {
+    ) -> Result<Vec<(i64, u32)>, Error> {
         match self {
             Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::renew(c, &leases, lease, now)).await,
             Store::Postgres(p) => p.renew(leases, lease, now).await,

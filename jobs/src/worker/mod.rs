@@ -4,6 +4,7 @@
 mod progress;
 mod rules_file;
 mod run;
+mod runs;
 
 pub use progress::{Event, Progress, Snapshot};
 
@@ -14,6 +15,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// How long a run past its [timeout](Worker::timeout) has to wind down, by default.
+const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs jobs from a [`Jobs`] queue, `concurrency` at a time, until stopped.
 ///
@@ -48,6 +52,8 @@ pub struct Worker {
     rules_file: Option<PathBuf>,
     rules_poll: Duration,
     retention: Option<Duration>,
+    timeout: Option<Duration>,
+    stop_grace: Duration,
     stop: watch::Sender<bool>,
     progress: Progress,
     events: Option<EventSink>,
@@ -104,6 +110,8 @@ impl Jobs {
             rules_file: None,
             rules_poll: Duration::from_secs(1),
             retention: Some(Duration::from_secs(7 * 86_400)),
+            timeout: None,
+            stop_grace: DEFAULT_GRACE,
             stop: watch::Sender::new(false),
             progress: Progress::default(),
             events: None,
@@ -159,8 +167,38 @@ impl Worker {
         self
     }
 
-    /// Called with each [`Event`] (rules reloaded or rejected, a lease lost, a database error
-    /// being retried).
+    /// A run still going this long after it started is stopped, and counts as a failed attempt
+    /// ("timed out after ..."): retried after the backoff, or dead after `max_attempts`. Its
+    /// handler sees the time in [`Job::deadline`](crate::Job::deadline) and has the
+    /// [grace](Self::stop_grace) to return; then its future is dropped. The run keeps its lease
+    /// until then. `None` (the default): no limit. A stopping worker (see [`Stop`]) waits for
+    /// its runs, each until its own timeout at most.
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) {
+    /// let w = jobs.worker().timeout(Some(std::time::Duration::from_secs(60)));
+    /// # }
+    /// ```
+    pub fn timeout(mut self, limit: Option<Duration>) -> Self {
+        self.timeout = limit;
+        self
+    }
+
+    /// How long a run past its [timeout](Self::timeout) has to wind down before its handler is
+    /// dropped (default 5 s).
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) {
+    /// let w = jobs.worker().stop_grace(std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = grace;
+        self
+    }
+
+    /// Called with each [`Event`] (a run finished, rules reloaded or rejected, a lease lost, a
+    /// database error being retried).
     ///
     /// ```no_run
     /// # fn f(jobs: leakgate_jobs::Jobs) {

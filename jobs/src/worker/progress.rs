@@ -1,9 +1,11 @@
 //! What a running worker tells its owner: live counts ([`Progress`]) and events ([`Event`]).
 
 use crate::error::Error;
+use crate::job::Outcome;
 use crate::rules::RulesError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Live counts of a running [`Worker`](crate::Worker), for a progress line. Clones share the
 /// counts.
@@ -124,6 +126,19 @@ pub(crate) enum Counter {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Event {
+    /// A run ended (its outcome is recorded with the next claim).
+    Finished {
+        /// The job.
+        job: i64,
+        /// Its lane.
+        lane: String,
+        /// Which run of the job it was, from 1.
+        attempt: u32,
+        /// How it ended.
+        outcome: Outcome,
+        /// How long it ran.
+        took: Duration,
+    },
     /// The rules file was read and its rules stored for every worker.
     RulesLoaded {
         /// How many rules.
@@ -148,6 +163,17 @@ pub enum Event {
 impl std::fmt::Display for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Event::Finished { job, lane, attempt, outcome, took } => {
+                let took = Seconds(*took);
+                write!(f, "job {job} ({lane}, attempt {attempt}) ")?;
+                match outcome {
+                    Outcome::Done => write!(f, "done in {took}"),
+                    Outcome::Failed(why) => write!(f, "failed in {took}: {why}"),
+                    Outcome::SlowDown(pause) => {
+                        write!(f, "asked to slow down in {took}: the lane pauses {pause:?}")
+                    }
+                }
+            }
             Event::RulesLoaded { rules } => write!(f, "rules loaded: {rules} rules"),
             Event::RulesRejected(e) => {
                 write!(f, "rules file not reloaded (the rules in force stay): {e}")
@@ -158,5 +184,46 @@ impl std::fmt::Display for Event {
             Event::Retrying(e) => write!(f, "{e} (retrying)"),
             Event::Purged { jobs } => write!(f, "purged {jobs} done jobs past the retention"),
         }
+    }
+}
+
+/// A run's length for a person: milliseconds under a second, else seconds with two decimals.
+struct Seconds(Duration);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 < Duration::from_secs(1) {
+            write!(f, "{} ms", self.0.as_millis())
+        } else {
+            write!(f, "{:.2} s", self.0.as_secs_f64())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finished_run_says_what_ran_and_how_it_ended() {
+        let event = |outcome, ms| Event::Finished {
+            job: 42,
+            lane: "refunds/bank-a".into(),
+            attempt: 2,
+            outcome,
+            took: Duration::from_millis(ms),
+        };
+        assert_eq!(
+            event(Outcome::Done, 1234).to_string(),
+            "job 42 (refunds/bank-a, attempt 2) done in 1.23 s"
+        );
+        assert_eq!(
+            event(Outcome::Failed("timed out after 5s".into()), 5003).to_string(),
+            "job 42 (refunds/bank-a, attempt 2) failed in 5.00 s: timed out after 5s"
+        );
+        assert_eq!(
+            event(Outcome::SlowDown(Duration::from_secs(5)), 7).to_string(),
+            "job 42 (refunds/bank-a, attempt 2) asked to slow down in 7 ms: the lane pauses 5s"
+        );
     }
 }

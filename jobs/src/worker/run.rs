@@ -7,14 +7,20 @@
 //! time, a run ending, a lease renewal (every third of the lease), a stop, or a change to the
 //! database (an add through this handle, PostgreSQL `NOTIFY`, or SQLite's `data_version` seen
 //! to move, see [`crate::store`]). It never polls to find out when a lane may go.
+//!
+//! Leases are renewed at the top of each turn when due, before the claim: a claim that fails
+//! (the database away) retries no later than the next renewal, and a renewal is never skipped.
+//! Runs are tracked by (job id, attempt) (see [`super::runs`]): a job this worker takes back
+//! while its first run still goes on is two runs, each renewed on its own. A run past the
+//! worker's timeout is stopped (see [`Worker::timeout`]).
 
 use super::progress::Counter;
+use super::runs::Runs;
 use super::{Event, Snapshot, Worker, rules_file};
 use crate::error::Error;
 use crate::job::{Job, Outcome};
 use crate::store::{Completion, Taken};
 use futures_util::FutureExt;
-use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -30,6 +36,17 @@ const RIDE_ALONG: Duration = Duration::from_millis(50);
 
 /// How long to wait before retrying after a failed database operation (doubling to a minute).
 const RETRY_FIRST: Duration = Duration::from_millis(250);
+
+/// How soon to try again to record outcomes that a busy lane put off (doubling to
+/// [`DEFER_MAX`] while they stay put off).
+const DEFER_FIRST: Duration = Duration::from_millis(2);
+const DEFER_MAX: Duration = Duration::from_millis(250);
+
+/// A run that ended, and how long it took.
+struct Ended {
+    completion: Completion,
+    took: Duration,
+}
 
 impl Worker {
     /// Runs jobs with `handler` until stopped (or, with [`until_empty`](Self::until_empty), until
@@ -62,62 +79,71 @@ impl Worker {
             self.emit(&Event::RulesLoaded { rules: r.len() });
         }
         let handler = Arc::new(handler);
-        let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Completion>();
+        let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Ended>();
         let mut stop = self.stop.subscribe();
-        let mut running: HashMap<i64, u32> = HashMap::new();
-        let mut ended: Vec<Completion> = Vec::new();
+        let mut runs = Runs::default();
         let lease = self.jobs.policy().lease;
         let mut renew_at = Instant::now() + lease / 3;
         let mut purge_at = Instant::now();
         let mut retry_wait = RETRY_FIRST;
+        let mut defer_wait = DEFER_FIRST;
         // Whether the next claim should first look without locks (after a wake-up by a change
         // elsewhere, which may be nothing for this worker); not when a slot or a run ended.
         let mut look_first = true;
         loop {
-            while let Ok(c) = ended_rx.try_recv() {
-                running.remove(&c.id);
-                ended.push(c);
+            while let Ok(e) = ended_rx.try_recv() {
+                self.ended(&mut runs, e);
             }
             let stopping = *stop.borrow();
-            if stopping && running.is_empty() && ended.is_empty() {
+            if stopping && runs.is_idle() {
                 break;
             }
-            let room = if stopping { 0 } else { self.concurrency - running.len() };
+            // Renewals come before the claim, so that neither a claim that fails (the database
+            // away) nor one that takes a job back skips them.
+            if Instant::now() >= renew_at {
+                renew_at = Instant::now() + self.renew(&mut runs).await;
+            }
+            let room = if stopping { 0 } else { self.concurrency.saturating_sub(runs.going()) };
             let started = Instant::now();
-            let result = self.jobs.take_raw(ended.clone(), room, look_first).await;
+            let result = self.jobs.take_raw(runs.ended().to_vec(), room, look_first).await;
             let taken = match result {
                 Ok(taken) => taken,
                 Err(e) => {
                     self.emit(&Event::Retrying(e));
-                    tokio::time::sleep(retry_wait).await;
+                    // Back off, but wake for the next renewal.
+                    let mut until = Instant::now() + retry_wait;
+                    if !runs.leases().is_empty() {
+                        until = until.min(renew_at);
+                    }
+                    tokio::time::sleep_until(until).await;
                     retry_wait = (retry_wait * 2).min(Duration::from_secs(60));
                     continue;
                 }
             };
             retry_wait = RETRY_FIRST;
             metrics::histogram!("leakgate_jobs_claim_seconds").record(started.elapsed());
-            self.count(&ended, &taken);
-            ended.clear();
+            self.count(runs.ended(), &taken);
+            for &run in &taken.lost {
+                // Its outcome was not recorded.
+                if runs.lose(run) {
+                    self.emit(&Event::LeaseLost { job: run.0 });
+                }
+            }
+            let deferred = !taken.deferred.is_empty();
+            runs.recorded(taken.deferred);
             let took = taken.jobs.len();
             for job in taken.jobs {
-                running.insert(job.id, job.attempt);
+                runs.start((job.id, job.attempt));
                 metrics::histogram!("leakgate_jobs_lateness_seconds").record(job.lateness());
-                let (handler, ended_tx) = (handler.clone(), ended_tx.clone());
-                let (id, attempt) = (job.id, job.attempt);
-                tokio::spawn(async move {
-                    let outcome = AssertUnwindSafe(handler(job)).catch_unwind().await;
-                    let outcome =
-                        outcome.unwrap_or_else(|_| Outcome::Failed("the handler panicked".into()));
-                    let _ = ended_tx.send(Completion { id, attempt, outcome });
-                });
+                self.spawn(job, handler.clone(), ended_tx.clone());
             }
-            self.progress.set(Counter::Running, running.len() as u64);
+            self.progress.set(Counter::Running, runs.going() as u64);
             self.progress.set(Counter::Remaining, taken.remaining.max(0) as u64);
-            if running.is_empty() && (stopping || (self.until_empty && taken.remaining == 0)) {
+            if runs.is_idle() && (stopping || (self.until_empty && taken.remaining == 0)) {
                 break;
             }
             // When to look again: the earliest slot (if there is room to take), the next lease
-            // renewal (if running), the rules file, the purge.
+            // renewal (if running), outcomes put off by a busy lane, the rules file, the purge.
             let now = Instant::now();
             let mut until = now + Duration::from_secs(3600);
             // The database's time was read at the start of the transaction: count the wait from
@@ -133,7 +159,13 @@ impl Worker {
                 let at = if took == 0 { at.max(now + Duration::from_millis(1)) } else { at };
                 until = until.min(at);
             }
-            if !running.is_empty() {
+            if deferred {
+                until = until.min(now + defer_wait);
+                defer_wait = (defer_wait * 2).min(DEFER_MAX);
+            } else {
+                defer_wait = DEFER_FIRST;
+            }
+            if !runs.leases().is_empty() {
                 until = until.min(renew_at);
             }
             if let Some(r) = &rules {
@@ -146,9 +178,8 @@ impl Worker {
             while until > Instant::now() {
                 let can_take = room > took;
                 tokio::select! {
-                    Some(c) = ended_rx.recv() => {
-                        running.remove(&c.id);
-                        ended.push(c);
+                    Some(e) = ended_rx.recv() => {
+                        self.ended(&mut runs, e);
                         // A slot coming soon: record this outcome in its transaction (one
                         // commit instead of two, and no commit in flight when the slot comes).
                         let soon = Instant::now() + RIDE_ALONG;
@@ -166,10 +197,6 @@ impl Worker {
                 }
             }
             let now = Instant::now();
-            if now >= renew_at {
-                renew_at = now + lease / 3;
-                self.renew(&mut running).await;
-            }
             if let Some(r) = &mut rules
                 && now >= r.next_check()
                 && let Some(event) = r.check(&self.jobs).await
@@ -188,10 +215,66 @@ impl Worker {
         Ok(self.progress.snapshot())
     }
 
+    /// Runs `job` with `handler` on a task of its own, within the timeout if one is set; its
+    /// outcome comes back on `ended`. A handler that panics fails its run.
+    fn spawn<F, Fut>(&self, mut job: Job, handler: Arc<F>, ended: mpsc::UnboundedSender<Ended>)
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let start = Instant::now();
+        let limit = self.timeout.map(|t| (start + t, t, self.stop_grace));
+        job.deadline = limit.map(|(at, _, _)| at.into_std());
+        let (id, attempt, lane) = (job.id, job.attempt, job.lane.clone());
+        tokio::spawn(async move {
+            let run = AssertUnwindSafe(handler(job)).catch_unwind();
+            let panicked = |_| Outcome::Failed("the handler panicked".into());
+            let outcome = match limit {
+                None => run.await.unwrap_or_else(panicked),
+                Some((deadline, timeout, grace)) => {
+                    tokio::pin!(run);
+                    match tokio::time::timeout_at(deadline, &mut run).await {
+                        Ok(outcome) => outcome.unwrap_or_else(panicked),
+                        Err(_) => {
+                            // Past its time: the handler, told by its job's deadline, has the
+                            // grace to wind down; then it is dropped. A failed attempt either way.
+                            let _ = tokio::time::timeout(grace, &mut run).await;
+                            Outcome::Failed(format!("timed out after {timeout:?}"))
+                        }
+                    }
+                }
+            };
+            let took = start.elapsed();
+            let _ =
+                ended.send(Ended { completion: Completion { id, attempt, lane, outcome }, took });
+        });
+    }
+
+    /// A run ended: tell the owner, and keep its outcome for the next claim.
+    fn ended(&self, runs: &mut Runs, e: Ended) {
+        let c = &e.completion;
+        self.emit(&Event::Finished {
+            job: c.id,
+            lane: c.lane.clone(),
+            attempt: c.attempt,
+            outcome: c.outcome.clone(),
+            took: e.took,
+        });
+        runs.end(e.completion);
+    }
+
     /// Counts what one transaction recorded and took.
     fn count(&self, ended: &[Completion], taken: &Taken) {
         let p = &self.progress;
-        for c in ended.iter().filter(|c| !taken.lost.contains(&c.id)) {
+        let recorded: Vec<&Completion> = ended
+            .iter()
+            .filter(|c| {
+                let run = (c.id, c.attempt);
+                !taken.lost.contains(&run)
+                    && !taken.deferred.iter().any(|d| (d.id, d.attempt) == run)
+            })
+            .collect();
+        for c in &recorded {
             let (counter, metric) = match c.outcome {
                 Outcome::Done => (Counter::Done, "leakgate_jobs_done_total"),
                 Outcome::Failed(_) => (Counter::Failed, "leakgate_jobs_failed_total"),
@@ -200,10 +283,7 @@ impl Worker {
             p.add(counter, 1);
             metrics::counter!(metric).increment(1);
         }
-        for &job in &taken.lost {
-            p.add(Counter::Lost, 1);
-            self.emit(&Event::LeaseLost { job });
-        }
+        p.add(Counter::Lost, taken.lost.len() as u64);
         let dead = taken.died + taken.expired_dead;
         p.add(Counter::Dead, dead);
         p.add(Counter::Started, taken.jobs.len() as u64);
@@ -211,28 +291,34 @@ impl Worker {
         metrics::counter!("leakgate_jobs_dead_total").increment(dead);
         metrics::counter!("leakgate_jobs_lease_expiries_total").increment(taken.expired);
         let retries =
-            ended.iter().filter(|c| matches!(c.outcome, Outcome::Failed(_))).count() as u64;
+            recorded.iter().filter(|c| matches!(c.outcome, Outcome::Failed(_))).count() as u64;
         metrics::counter!("leakgate_jobs_retries_total")
             .increment(retries.saturating_sub(taken.died));
     }
 
-    /// Renews the leases of the runs going on; a run whose lease was lost is marked (attempt
-    /// 0) and not renewed again (its job is back in the queue; the run still takes its place in
-    /// the concurrency until it ends).
-    async fn renew(&self, running: &mut HashMap<i64, u32>) {
-        let leases: Vec<(i64, u32)> =
-            running.iter().filter(|&(_, a)| *a > 0).map(|(&id, &attempt)| (id, attempt)).collect();
+    /// Renews the leases of the runs going on or waiting to be recorded; a run whose lease was
+    /// lost is marked and not renewed again (its job is back in the queue; the run still takes
+    /// its place in the concurrency until it ends). Answers when to renew next: a third of the
+    /// lease from now, or sooner after a failure.
+    async fn renew(&self, runs: &mut Runs) -> Duration {
+        let every = self.jobs.policy().lease / 3;
+        let leases = runs.leases();
         if leases.is_empty() {
-            return;
+            return every;
         }
         match self.jobs.renew_raw(leases).await {
             Ok(lost) => {
-                for job in lost {
-                    running.insert(job, 0);
-                    self.emit(&Event::LeaseLost { job });
+                for run in lost {
+                    if runs.lose(run) {
+                        self.emit(&Event::LeaseLost { job: run.0 });
+                    }
                 }
+                every
             }
-            Err(e) => self.emit(&Event::Retrying(e)),
+            Err(e) => {
+                self.emit(&Event::Retrying(e));
+                every.min(RETRY_FIRST)
+            }
         }
     }
 

@@ -13,6 +13,7 @@ mod postgres;
 mod cases;
 mod db;
 mod model;
+mod runs;
 mod worker;
 
 use libtest_mimic::{Arguments, Trial};
@@ -25,7 +26,7 @@ fn main() {
     let pg = (wants_pg && !args.list && !args.ignored)
         .then(|| std::sync::Arc::new(postgres::Postgres::start()));
     let mut trials = Vec::new();
-    for (name, case) in cases::ALL.iter().chain(worker::ALL).chain(model::ALL) {
+    for (name, case) in cases::ALL.iter().chain(worker::ALL).chain(runs::ALL).chain(model::ALL) {
         let (name, case) = (*name, *case);
         trials.push(Trial::test(format!("sqlite::{name}"), move || {
             db::run(case, db::Backend::Sqlite)
@@ -49,6 +50,13 @@ fn main() {
             let pg = pg.ok_or("no PostgreSQL server was started for this filter")?;
             let url = format!("postgres://postgres:wrong@127.0.0.1:{}/postgres", pg.port());
             db::run(*case, db::Backend::Postgres(url, std::sync::Arc::new(String::new)))
+        }));
+    }
+    for (name, case) in runs::POSTGRES_ONLY {
+        let pg = pg.clone();
+        trials.push(Trial::test(format!("postgres::{name}"), move || {
+            let pg = pg.ok_or("no PostgreSQL server was started for this filter")?;
+            db::run(*case, db::Backend::Postgres(pg.database(), std::sync::Arc::new(String::new)))
         }));
     }
     let conclusion = libtest_mimic::run(&args, trials);

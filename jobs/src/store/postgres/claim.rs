@@ -1,8 +1,9 @@
 //! The claim on PostgreSQL: the same steps as SQLite's (record outcomes, take back expired
 //! leases, promote due jobs, take jobs round-robin charging each run to its lane), in one
 //! transaction, with a fixed number of round trips whatever the number of jobs (arrays).
+//! It waits for no lane: lanes another session holds are left for a later claim.
 
-use super::record::{apply, complete, maintain};
+use super::record::{apply, complete, lock_lanes, maintain};
 use super::serve::claim;
 use super::{CHANNEL, CLOCK_NS, Postgres, retrying, typed_one};
 use crate::error::Error;
@@ -24,7 +25,7 @@ const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT
 impl Postgres {
     pub(crate) async fn take(&self, take: Take) -> Result<Taken, Error> {
         self.mark_seen();
-        retrying!(self.try_take(&take).await)
+        retrying!(super::retryable, self.try_take(&take).await)
     }
 
     async fn try_take(&self, take: &Take) -> Result<Taken, Error> {
@@ -46,8 +47,13 @@ impl Postgres {
         let rules = rules_at(&tx, &self.rules, version).await?;
         let mut taken = Taken { now, ..Taken::default() };
         let mut lanes = BTreeMap::new();
-        complete(&tx, &take.completions, now, &take.policy, &mut lanes, &mut taken).await?;
-        maintain(&tx, now, &take.policy, &mut lanes, &mut taken).await?;
+        // The lanes to record and maintain, those another session holds left out.
+        let held = lock_lanes(&tx, &take.completions, now).await?;
+        let (record, deferred) =
+            take.completions.iter().cloned().partition::<Vec<_>, _>(|c| held.contains(&c.lane));
+        taken.deferred = deferred;
+        complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
+        maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken).await?;
         apply(&tx, &lanes, now, &rules).await?;
         claim(&tx, now, take, &rules, &mut taken.jobs).await?;
         (taken.wake, taken.remaining) = outlook(&tx, now).await?;
@@ -55,7 +61,7 @@ impl Postgres {
         let freed = lanes
             .iter()
             .any(|(lane, d)| d.running < 0 && rules.limits(lane).max_in_flight.is_some());
-        if freed || (taken.remaining == 0 && !take.completions.is_empty()) {
+        if freed || (taken.remaining == 0 && !record.is_empty()) {
             tx.batch_execute(&format!("NOTIFY {CHANNEL}")).await?;
         }
         tx.commit().await?;

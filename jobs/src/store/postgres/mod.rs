@@ -9,6 +9,17 @@
 //! * **Lock order.** Pace rows are only locked by a transaction that holds their lane's row;
 //!   transactions that wait for lane rows lock them sorted by lane. Deadlocks (and serialisation
 //!   failures) that remain possible between maintenance transactions are retried.
+//! * **No waiting in a claim.** A claim locks every lane it touches `SKIP LOCKED`: the lanes it
+//!   records outcomes for and maintains as well as those it serves. A lane held by another
+//!   session (a claim in flight, or one whose worker is stalled) is left for a later claim: its
+//!   outcomes are handed back to the worker ([`Taken::deferred`](crate::store::Taken)), which
+//!   keeps their leases renewed and records them once the lane is free. So one stalled worker
+//!   never stops another, whatever lanes they share.
+//! * **Stalled sessions end.** Every session is opened with limits derived from the lease
+//!   ([`Timeouts`]): the server ends a session that stays idle inside a transaction (its worker
+//!   stopped, its VM paused, its network cut) and so releases its locks; a lock wait and a
+//!   statement are bounded; TCP keepalives and a user timeout on both sides notice a peer that
+//!   is gone.
 //! * **Waking up.** One extra connection `LISTEN`s on `leakgate_jobs`; adds, requeues, new rules
 //!   and completions that free a limited lane `NOTIFY` it.
 //! * **TLS.** Not in this version: connect over loopback or a private network.
@@ -38,6 +49,54 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const CLOCK_NS: &str =
     "(floor(extract(epoch FROM clock_timestamp()) * 1000000))::bigint * 1000";
 
+/// Limits set on every session (in the startup packet: no round trip), derived from the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    /// `idle_in_transaction_session_timeout`: the server ends a session that sends nothing for
+    /// this long inside a transaction, which releases its locks. Half the lease, from 1 s to 30 s:
+    /// a stalled claim's lanes are free again before the leases of the runs it blocks run out.
+    pub(crate) idle: Duration,
+    /// `lock_timeout`: twice `idle`, so a wait behind a stalled session outlasts it.
+    pub(crate) lock: Duration,
+    /// `statement_timeout`: four times `idle`, at least 30 s.
+    pub(crate) statement: Duration,
+}
+
+impl Timeouts {
+    /// The limits for leases of `lease`.
+    pub(crate) fn for_lease(lease: Duration) -> Timeouts {
+        let idle = (lease / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        Timeouts { idle, lock: idle * 2, statement: (idle * 4).max(Duration::from_secs(30)) }
+    }
+
+    /// Sets them on `config`: session settings in its `options` (before the URL's own, which
+    /// may override them), TCP keepalives and a TCP user timeout on the client's side.
+    fn apply(&self, config: &mut Config) {
+        let idle_s = self.idle.as_secs().max(1);
+        let interval_s = (idle_s / 3).max(1);
+        let ours = format!(
+            "-c idle_in_transaction_session_timeout={} -c lock_timeout={} -c statement_timeout={} \
+             -c tcp_keepalives_idle={idle_s} -c tcp_keepalives_interval={interval_s} \
+             -c tcp_keepalives_count=3",
+            self.idle.as_millis(),
+            self.lock.as_millis(),
+            self.statement.as_millis(),
+        );
+        let options = match config.get_options() {
+            Some(theirs) if !theirs.trim().is_empty() => format!("{ours} {theirs}"),
+            _ => ours,
+        };
+        config.options(options);
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(idle_s));
+        config.keepalives_interval(Duration::from_secs(interval_s));
+        config.keepalives_retries(3);
+        // Data sent and not acknowledged for this long (a server gone mid-claim) ends the
+        // connection, instead of TCP's retransmissions for a quarter of an hour.
+        config.tcp_user_timeout(self.lock);
+    }
+}
+
 /// An open PostgreSQL database: a few connections, and one that listens.
 pub(crate) struct Postgres {
     config: Config,
@@ -62,11 +121,16 @@ impl Drop for Postgres {
 
 impl Postgres {
     /// Connects (`connections` plus one listening), and creates or migrates the schema.
-    pub(crate) async fn open(url: &str, connections: usize) -> Result<Postgres, Error> {
+    pub(crate) async fn open(
+        url: &str,
+        connections: usize,
+        timeouts: Timeouts,
+    ) -> Result<Postgres, Error> {
         let mut config = Config::from_str(url)
             .map_err(|e| Error::Connect(format!("bad URL {:?}: {e}", redact(url))))?;
         config.connect_timeout(CONNECT_TIMEOUT);
         config.application_name("leakgate-jobs");
+        timeouts.apply(&mut config);
         let mut first = connect(&config).await?;
         schema::migrate(&mut first).await?;
         let mut clients = vec![Mutex::new(Some(first))];
@@ -188,17 +252,27 @@ pub(crate) fn retryable(e: &Error) -> bool {
     matches!(e, Error::Database(m) if m.contains("40P01") || m.contains("40001"))
 }
 
-/// Runs a transaction body again while it fails with a [`retryable`] error (up to 5 times).
+/// [`retryable`], or a lock wait that ran past `lock_timeout` (`55P03`): what an operation that
+/// waits for lanes (adding, requeueing, purging, new rules) tries again. Not a claim: a claim
+/// waits for no lane, and its worker retries on its own schedule, renewing leases meanwhile.
+pub(crate) fn retryable_or_lock_timeout(e: &Error) -> bool {
+    retryable(e) || matches!(e, Error::Database(m) if m.contains("55P03"))
+}
+
+/// Runs a transaction body again while it fails with an error `$retry` accepts (up to 5 times).
 macro_rules! retrying {
-    ($body:expr) => {{
+    ($retry:path, $body:expr) => {{
         let mut tries = 0;
         loop {
             match $body {
-                Err(e) if crate::store::postgres::retryable(&e) && tries < 5 => tries += 1,
+                Err(e) if $retry(&e) && tries < 5 => tries += 1,
                 result => break result,
             }
         }
     }};
+    ($body:expr) => {
+        retrying!(crate::store::postgres::retryable_or_lock_timeout, $body)
+    };
 }
 pub(crate) use retrying;
 
@@ -219,6 +293,31 @@ pub(crate) async fn typed_one(
 
 #[cfg(test)]
 mod tests {
+    use super::Timeouts;
+    use std::time::Duration;
+
+    #[test]
+    fn session_limits_follow_the_lease_within_bounds() {
+        let t = |ms| Timeouts::for_lease(Duration::from_millis(ms));
+        let s = Duration::from_secs;
+        let three = t(3000);
+        assert_eq!((three.idle, three.lock, three.statement), (s(3) / 2, s(3), s(30)));
+        assert_eq!(t(30_000).idle, Duration::from_millis(15_000));
+        assert_eq!(t(10).idle, s(1), "never under a second: a busy client is not a stalled one");
+        assert_eq!((t(3_600_000).idle, t(3_600_000).statement), (s(30), s(120)));
+    }
+
+    #[test]
+    fn session_limits_go_before_the_urls_own_options() {
+        let mut config: tokio_postgres::Config =
+            "postgres://u@h/db?options=-c%20lock_timeout%3D5".parse().unwrap();
+        Timeouts::for_lease(Duration::from_secs(4)).apply(&mut config);
+        let options = config.get_options().unwrap();
+        assert!(options.starts_with("-c idle_in_transaction_session_timeout=2000 "), "{options}");
+        assert!(options.ends_with("-c lock_timeout=5"), "{options}");
+        assert_eq!(config.get_keepalives_idle(), Duration::from_secs(2));
+    }
+
     #[test]
     fn passwords_are_hidden_in_messages() {
         assert_eq!(super::redact("postgres://u:secret@h:5/db"), "postgres://u:***@h:5/db");

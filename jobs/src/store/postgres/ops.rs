@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::job::{Added, NewJob, ns};
 use crate::rules::LaneRules;
 use crate::status::Requeue;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::GenericClient;
@@ -126,23 +126,23 @@ impl Postgres {
         leases: Vec<(i64, u32)>,
         lease: Duration,
         caller: Option<i64>,
-    ) -> Result<Vec<i64>, Error> {
+    ) -> Result<Vec<(i64, u32)>, Error> {
         let mut guard = self.client().await?;
         let client = guard.as_mut().expect("connected");
         let until = now(&*client, caller).await?.saturating_add(ns(lease));
         let ids: Vec<i64> = leases.iter().map(|l| l.0).collect();
         let attempts: Vec<i64> = leases.iter().map(|l| i64::from(l.1)).collect();
-        let held: Vec<i64> = client
+        let held: HashSet<(i64, i64)> = client
             .query(
                 "UPDATE jobs j SET lease_until = $3 FROM unnest($1::bigint[], $2::bigint[]) AS d(id, attempt) \
-                 WHERE j.id = d.id AND j.attempt = d.attempt AND j.state = 2 RETURNING j.id",
+                 WHERE j.id = d.id AND j.attempt = d.attempt AND j.state = 2 RETURNING j.id, j.attempt",
                 &[&ids, &attempts, &until],
             )
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| (r.get(0), r.get(1)))
             .collect();
-        Ok(ids.into_iter().filter(|id| !held.contains(id)).collect())
+        Ok(leases.into_iter().filter(|&(id, a)| !held.contains(&(id, i64::from(a)))).collect())
     }
 
     /// Stores new rules (see the SQLite store's `set_rules`).

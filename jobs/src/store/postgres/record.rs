@@ -1,12 +1,13 @@
 //! Recording what happened in a claim transaction: outcomes of runs, expired leases, due jobs,
-//! and the lane counters they change (lanes locked in order); stored pace rows.
+//! and the lane counters they change (on lanes locked first, skipping those another session
+//! holds); stored pace rows.
 
 use crate::error::Error;
 use crate::job::{Outcome, ns};
 use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
 use crate::store::{Completion, Policy, Taken};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
@@ -21,6 +22,30 @@ pub(super) struct Delta {
     /// Paused until (a slow-down), 0 for none.
     pause: i64,
 }
+/// Locks, without waiting, the lanes a claim records and maintains: those of `completions`,
+/// and those with a lease run out or a scheduled job due at `now`. A lane another session holds
+/// is skipped (its outcomes wait for a later claim): a claim never waits for a lane, so a
+/// session that stalls holding one holds up no other worker. Answers the lanes locked.
+pub(super) async fn lock_lanes(
+    tx: &impl GenericClient,
+    completions: &[Completion],
+    now: i64,
+) -> Result<HashSet<String>, Error> {
+    let mine: Vec<&str> = completions.iter().map(|c| c.lane.as_str()).collect();
+    let rows = tx
+        .query_typed(
+            "SELECT lane FROM lanes WHERE lane IN (SELECT unnest($2::text[]) \
+                 UNION SELECT lane FROM jobs WHERE state = 2 AND lease_until <= $1 \
+                 UNION SELECT lane FROM jobs WHERE state = 1 AND run_at <= $1) \
+             ORDER BY lane FOR UPDATE SKIP LOCKED",
+            &[(&now, Type::INT8), (&mine, Type::TEXT_ARRAY)],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Records `completions` (their lanes locked by [`lock_lanes`]); a run that no longer holds its
+/// job is counted in `taken.lost`.
 pub(super) async fn complete(
     tx: &impl GenericClient,
     completions: &[Completion],
@@ -49,7 +74,7 @@ pub(super) async fn complete(
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     for c in completions {
         let Some((lane, f)) = held.get(&c.id) else {
-            taken.lost.push(c.id);
+            taken.lost.push((c.id, c.attempt));
             continue;
         };
         let delta = lanes.entry(lane.clone()).or_default();
@@ -110,28 +135,35 @@ pub(super) async fn complete(
     .await?;
     Ok(())
 }
-/// In one statement: jobs whose lease ran out go back to their lane (or die, past
-/// `max_attempts`), and scheduled jobs whose time has come become ready.
+/// In one statement, in the lanes `held`: jobs whose lease ran out go back to their lane (or
+/// die, past `max_attempts`), and scheduled jobs whose time has come become ready.
 pub(super) async fn maintain(
     tx: &impl GenericClient,
     now: i64,
+    held: &HashSet<String>,
     policy: &Policy,
     lanes: &mut BTreeMap<String, Delta>,
     taken: &mut Taken,
 ) -> Result<(), Error> {
+    if held.is_empty() {
+        return Ok(());
+    }
+    let held: Vec<&str> = held.iter().map(String::as_str).collect();
     let max = i64::from(policy.max_attempts);
     let error = "its lease ran out: the worker died or stopped renewing it";
     let rows = tx
         .query_typed(
-            "WITH exp AS (SELECT id FROM jobs WHERE state = 2 AND lease_until <= $1 FOR UPDATE SKIP LOCKED), \
+            "WITH exp AS (SELECT id FROM jobs WHERE state = 2 AND lease_until <= $1 AND lane = ANY($4) \
+                 FOR UPDATE SKIP LOCKED), \
              expired AS (UPDATE jobs j SET failures = j.failures + 1, lease_until = NULL, last_error = $3, \
                  state = (CASE WHEN j.failures + 1 >= $2 THEN 4 ELSE 0 END)::smallint, \
                  finished_at = CASE WHEN j.failures + 1 >= $2 THEN $1 END \
                  FROM exp WHERE j.id = exp.id RETURNING j.lane, j.state), \
-             due AS (SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 FOR UPDATE SKIP LOCKED), \
+             due AS (SELECT id FROM jobs WHERE state = 1 AND run_at <= $1 AND lane = ANY($4) \
+                 FOR UPDATE SKIP LOCKED), \
              promoted AS (UPDATE jobs j SET state = 0 FROM due WHERE j.id = due.id RETURNING j.lane) \
              SELECT lane, state FROM expired UNION ALL SELECT lane, 1::smallint FROM promoted",
-            &[(&now, Type::INT8), (&max, Type::INT8), (&error, Type::TEXT)],
+            &[(&now, Type::INT8), (&max, Type::INT8), (&error, Type::TEXT), (&held, Type::TEXT_ARRAY)],
         )
         .await?;
     for row in rows {
@@ -155,7 +187,7 @@ pub(super) async fn maintain(
     }
     Ok(())
 }
-/// Applies counter changes, locking the lanes in order; pushes back slowed lanes' pace.
+/// Applies counter changes (to lanes [`lock_lanes`] locked); pushes back slowed lanes' pace.
 pub(super) async fn apply(
     tx: &impl GenericClient,
     lanes: &BTreeMap<String, Delta>,
@@ -166,11 +198,6 @@ pub(super) async fn apply(
         return Ok(());
     }
     let names: Vec<&str> = lanes.keys().map(String::as_str).collect();
-    tx.query_typed(
-        "SELECT lane FROM lanes WHERE lane = ANY($1) ORDER BY lane FOR UPDATE",
-        &[(&names, Type::TEXT_ARRAY)],
-    )
-    .await?;
     let col = |f: fn(&Delta) -> i64| lanes.values().map(f).collect::<Vec<i64>>();
     tx.query_typed(
         "UPDATE lanes l SET ready = l.ready + d.ready, scheduled = l.scheduled + d.scheduled, \

@@ -148,6 +148,7 @@ pub(super) async fn claim(
                 key,
                 started_ns: now,
                 slot_ns: slot,
+                deadline: None,
             });
             progressed = true;
         }

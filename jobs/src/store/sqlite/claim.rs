@@ -43,7 +43,7 @@ pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Re
     let mut taken = Taken { now, ..Taken::default() };
     for completion in &take.completions {
         if !complete(&tx, completion, now, &take.policy, &rules, &mut taken)? {
-            taken.lost.push(completion.id);
+            taken.lost.push((completion.id, completion.attempt));
         }
     }
     expire(&tx, now, &take.policy, &mut taken)?;
@@ -261,6 +261,7 @@ fn claim(
             key,
             started_ns: now,
             slot_ns: slot,
+            deadline: None,
         });
     }
     Ok(())

@@ -160,7 +160,7 @@ pub(crate) fn renew(
     leases: &[(i64, u32)],
     lease: Duration,
     now: Option<i64>,
-) -> Result<Vec<i64>, Error> {
+) -> Result<Vec<(i64, u32)>, Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let until = now.unwrap_or_else(system_now).saturating_add(ns(lease));
     let mut lost = Vec::new();
@@ -171,7 +171,7 @@ pub(crate) fn renew(
             )?
             .execute(params![id, attempt, until])?;
         if n == 0 {
-            lost.push(id);
+            lost.push((id, attempt));
         }
     }
     tx.commit()?;
