@@ -205,11 +205,12 @@ pub mod rules {
     //!
     //! **Reload.** [`reload`](crate::RuleLimiter::reload) puts new rules in force at once; checks
     //! never block or fail meanwhile, and each is decided wholly on the old rules or wholly on the
-    //! new. Every tracked key keeps its level under whatever rule now matches it: its i-th
-    //! bucket's level (units in the bucket, `(TAT - now) / T`, at the time the reload began)
-    //! becomes the level of the new rule's i-th quota, capped at that quota's burst and rounded
-    //! up to a whole unit of it (against the caller); a new quota without a counterpart starts
-    //! empty; a key that no longer matches any rule is no longer tracked. A key with a level that
+    //! new. Every tracked key keeps what it could admit under whatever rule now matches it: its
+    //! i-th bucket's available units (its burst less its level `(TAT - now) / T`, at the time the
+    //! reload began) become the available units of the new rule's i-th quota, capped at that
+    //! quota's burst and rounded down (against the caller), so no reload makes more units
+    //! available than before it; a new quota without a counterpart starts empty; a key that no
+    //! longer matches any rule is no longer tracked. A key with a level that
     //! finds no room in its new table keeps it for when it finds room. A shared overflow bucket's
     //! level goes to the new rules' shared bucket of the same rule path and quota, if any.
     //!
@@ -225,9 +226,9 @@ pub mod rules {
     //! assert_eq!(lim.check_n("api/alice", 10).unwrap().remaining(), 0); // 10/s binds
     //!
     //! let mut stricter = Rules::new();
-    //! stricter.insert("api", ["1/s burst 12".parse()?]); // alice keeps her 10
+    //! stricter.insert("api", ["1/s burst 12".parse()?]); // alice has none available, as before
     //! lim.reload(stricter);
-    //! assert_eq!(lim.check_n("api/alice", 2).unwrap().remaining(), 0);
+    //! assert!(lim.check("api/alice").is_err()); // a larger burst adds nothing at once
     //! assert!(lim.check("rate_limit/10.0.0.1").is_ok()); // no rule any more: not tracked
     //! # Ok::<(), leakgate::QuotaError>(())
     //! ```

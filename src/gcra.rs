@@ -218,14 +218,35 @@ impl Rate {
     }
 
     /// The level of a bucket of this rate whose state is `tat`, as of the clock reading `at_ns`, in
-    /// units of rate `to`: `(tat - now) / T` rounded up to whole units of `to` (against the
-    /// caller), capped at `to`'s burst. How a level is handed over to another quota.
+    /// units of rate `to`: how a change of quota hands a bucket over. The units the bucket could
+    /// admit now (its burst less its level `(tat - now) / T`) become what it can admit in `to`,
+    /// capped at `to`'s burst, so a change never makes more units available than before it (a
+    /// shrink keeps the debt it cannot hold, and a grow adds nothing at once: the new units come
+    /// at the new rate). A backlog beyond this rate's burst (reservations queued past it) is kept
+    /// as a backlog beyond `to`'s burst. Rounded against the caller: the units available down,
+    /// the backlog up. Equal rates keep the backlog exactly.
+    ///
+    /// An idle bucket (nothing in it) is no exception: under a larger burst it has the old
+    /// burst's units available, not the new one's. Were it a new bucket instead, a shrink (which
+    /// leaves a bucket with at most the new burst available, idle) and a grow back would hand
+    /// out units; the keyed tables open the buckets of keys they forgot or never saw at this
+    /// same level (`fresh` in their marks).
     pub(crate) fn level_in(&self, tat: u64, to: &Rate, at_ns: u64) -> u64 {
-        // Rounded down, so the backlog (and the level) is never smaller than exact.
+        // `units_at` rounds the clock down, so the backlog is never smaller than exact.
         let backlog = tat.saturating_sub(self.units_at(at_ns));
-        let (from_s, to_s) = (self.scale.interval(), to.scale.interval());
-        let level = (u128::from(backlog) * u128::from(to_s)).div_ceil(u128::from(from_s));
-        u64::try_from(level).unwrap_or(u64::MAX).min(to.scale.tau())
+        let (from_s, to_s) = (u128::from(self.scale.interval()), u128::from(to.scale.interval()));
+        let to_tau = to.scale.tau();
+        match self.scale.tau().checked_sub(backlog) {
+            Some(available) => {
+                let available = (u128::from(available) * to_s / from_s).min(u128::from(to_tau));
+                // At most `to_tau`, which is a u64.
+                to_tau - u64::try_from(available).unwrap_or(to_tau)
+            }
+            None => {
+                let debt = (u128::from(backlog - self.scale.tau()) * to_s).div_ceil(from_s);
+                to_tau.saturating_add(u64::try_from(debt).unwrap_or(u64::MAX))
+            }
+        }
     }
 
     /// The reporting part, for decisions.

@@ -266,10 +266,12 @@ impl<C: Clock> Limiter<C> {
         bucket::undo(&self.state.word(&self.rates, epoch), after, cost)
     }
 
-    /// Puts `quota` in force, at once and without a restart: the bucket keeps its level (units in
-    /// the bucket, `(TAT - now) / T` in the old quota) as the level of the new one, capped at its
-    /// burst and rounded up to its units, as [`RuleLimiter::reload`](crate::RuleLimiter::reload)
-    /// does for each key. Checks take no lock, except one that meets the few instructions of the
+    /// Puts `quota` in force, at once and without a restart: the units the bucket could admit now
+    /// (its burst less its level `(TAT - now) / T`) stay available under the new quota, capped at
+    /// its burst and rounded down to its units, as
+    /// [`RuleLimiter::reload`](crate::RuleLimiter::reload) does for each key. So no change, however
+    /// frequent, makes more units available than before it: a smaller burst keeps the debt it
+    /// cannot hold, a larger one adds nothing at once (its units come at the new rate). Checks take no lock, except one that meets the few instructions of the
     /// conversion itself, which waits for them on the change's lock (as a keyed check waits for
     /// a slot changing key); one decided before the change counts in the level handed over.
     /// Reservations granted before keep their times; one cancelled after the change gives
@@ -287,12 +289,12 @@ impl<C: Clock> Limiter<C> {
     /// use std::time::Duration;
     /// let clock = ManualClock::new();
     /// let lim = Limiter::with_clock(Quota::per_second(10)?, clock.clone());
-    /// lim.check_n(6).unwrap(); // 6 units in the bucket
+    /// lim.check_n(6).unwrap(); // 4 units available
     /// lim.set_quota("1/s burst 8".parse()?);
     /// assert_eq!(lim.quota().to_string(), "1/s burst 8");
-    /// assert_eq!(lim.peek(), 2); // 6 carried over, 8 at most
+    /// assert_eq!(lim.peek(), 4); // the 4 stay available
     /// clock.advance(Duration::from_secs(1));
-    /// assert_eq!(lim.peek(), 3); // one a second now
+    /// assert_eq!(lim.peek(), 5); // one a second now, up to 8
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn set_quota(&self, quota: Quota) {

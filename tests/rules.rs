@@ -152,16 +152,18 @@ fn reload_keeps_levels_under_the_rule_that_now_matches() {
     let (lim, clock) = limiter(&[("api", &["10/s", "100/min"]), ("old", &["5/s"])]);
     lim.check_n("api/alice", 6).unwrap();
     lim.check_n("old/x", 5).unwrap();
-    clock.advance(Duration::from_millis(250)); // alice: 3.5 left in 10/s, 6 - 0.4 in 100/min
+    clock.advance(Duration::from_millis(250)); // alice: 6.5 available of 10/s, 94.4 of 100/min
     let mut rules = Rules::new();
     rules.insert("api", [q("1/s burst 8"), q("1/s burst 3"), q("1/s")]);
     lim.reload(rules);
     let levels = lim.buckets("api/alice", 0.0);
     assert_eq!(levels.len(), 2, "the third quota has no counterpart: empty, not listed");
-    assert_eq!(levels[0].level, 3.5, "fractional levels carry over");
-    assert_eq!(levels[1].level, 3.0, "capped at the new burst");
-    // Rounding against the caller: 8 - 3.5 = 4.5 units conform, so 4.
-    assert_eq!(lim.check_n("api/alice", 0).unwrap().remaining(), 0, "the full 1/s burst 3");
+    assert_eq!(levels[0].level, 1.5, "6.5 units available stay available, fractions too");
+    assert_eq!(levels[1].level, 0.0, "94.4 available: the new burst's 3, all of it");
+    // The smallest over the buckets: 6.5 of 8, 3 of 3 and 1 of the new 1/s burst 1.
+    assert_eq!(lim.check_n("api/alice", 0).unwrap().remaining(), 1);
+    lim.check_n("api/alice", 1).unwrap();
+    assert!(lim.check("api/alice").is_err());
     clock.advance(Duration::from_secs(1));
     assert!(lim.check("api/alice").is_ok());
     assert!(lim.check("old/x").is_ok(), "no rule any more: not tracked");
@@ -276,9 +278,13 @@ fn a_reload_hands_the_shared_overflow_buckets_level_over() {
     let admitted = (0..100).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
     assert_eq!(admitted, 64 + 10, "the table, then the shared bucket, are full");
     lim.reload(rules("1/s burst 12"));
-    // The 64 keys keep their full buckets; the shared bucket keeps its 10 under the new burst.
+    // The 64 keys keep their full buckets; the shared bucket keeps its 10 under the new burst,
+    // none available: a larger burst adds nothing at once (its 2 units come at the rate).
     let late = (100..200).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
-    assert_eq!(late, 2, "only the new burst's extra room");
+    assert_eq!(late, 0, "a reload made units available");
+    lim.clock().advance(Duration::from_secs(1));
+    let later = (200..300).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
+    assert_eq!(later, 1, "one a second, as before");
 }
 
 /// Regression: a key named twice asks twice the cost of its buckets, and a refusal's

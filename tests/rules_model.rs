@@ -1,6 +1,6 @@
 //! Rules against plain models: one rule answers like a `KeyedLimiter`; several quotas answer like
-//! the conjunction of independent exact GCRA models; a reload keeps levels, rounding against the
-//! caller.
+//! the conjunction of independent exact GCRA models; a reload keeps the units available, rounding
+//! against the caller.
 
 use leakgate::{KeyedLimiter, ManualClock, Quota, RuleLimiter, Rules};
 use proptest::prelude::*;
@@ -113,7 +113,7 @@ proptest! {
     }
 
     #[test]
-    fn reload_keeps_levels_rounding_against_the_caller(
+    fn reload_keeps_the_units_available_rounding_against_the_caller(
         from in any_quota(),
         to in any_quota(),
         n in 1u64..12,
@@ -134,9 +134,10 @@ proptest! {
         let (period, count) = (from.period().as_nanos(), u128::from(from.count()));
         let passed = u128::from(passed_ms) * 1_000_000;
         let backlog_x_count = (u128::from(n) * period).saturating_sub(passed * count);
-        // Whole units in the bucket, rounded up.
+        // Whole units in the bucket, rounded up: the whole units available before the reload
+        // stay available, at most the new burst (a larger burst adds nothing at once).
         let level_ceil = backlog_x_count.div_ceil(period) as u64;
-        let expected = to.burst().saturating_sub(level_ceil);
+        let expected = to.burst().min(from.burst() - level_ceil);
         prop_assert_eq!(lim.check_n("k/a", 0).unwrap().remaining(), expected);
     }
 }

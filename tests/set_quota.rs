@@ -1,6 +1,6 @@
-//! `Limiter::set_quota` and `KeyedLimiter::set_quota` (issue 17): a running limiter's quota
-//! changes at once, each bucket keeping its level as a rules reload keeps it (units in the
-//! bucket, capped at the new burst, rounded up to the new units), and `peek()`.
+//! `Limiter::set_quota` and `KeyedLimiter::set_quota`: a running limiter's quota changes at once,
+//! each bucket keeping the units it could admit now, capped at the new burst (rounded down to
+//! the new units), as a rules reload keeps them, and `peek()`.
 
 use leakgate::{KeyedLimiter, Limiter, ManualClock, Quota};
 use proptest::prelude::*;
@@ -11,25 +11,29 @@ fn q(s: &str) -> Quota {
 }
 
 #[test]
-fn the_level_is_kept_and_the_new_rate_refills_it() {
+fn the_units_available_are_kept_and_the_new_rate_refills_them() {
     let clock = ManualClock::new();
     let lim = Limiter::with_clock(q("10/s"), clock.clone());
     lim.check_n(6).unwrap();
     lim.set_quota(q("1/s burst 8"));
     assert_eq!(lim.quota(), q("1/s burst 8"));
-    assert_eq!(lim.peek(), 2, "6 units carried over");
+    assert_eq!(lim.peek(), 4, "4 units were available, 4 are");
     clock.advance(Duration::from_millis(999));
-    assert_eq!(lim.peek(), 2, "a unit of the new quota takes a second");
+    assert_eq!(lim.peek(), 4, "a unit of the new quota takes a second");
     clock.advance(Duration::from_millis(1));
-    assert_eq!(lim.peek(), 3);
-    assert_eq!(lim.check_n(3).unwrap().reset_after(), Duration::from_secs(8));
+    assert_eq!(lim.peek(), 5);
+    assert_eq!(lim.check_n(5).unwrap().reset_after(), Duration::from_secs(8));
 }
 
 #[test]
-fn a_level_above_the_new_burst_is_capped() {
+fn units_available_above_the_new_burst_are_capped_and_debt_is_kept() {
     let clock = ManualClock::new();
     let lim = Limiter::with_clock(q("100/s burst 100"), clock.clone());
     lim.check_n(90).unwrap();
+    lim.set_quota(q("2/s burst 5"));
+    assert_eq!(lim.peek(), 5, "10 available, 5 at most");
+    lim.set_quota(q("100/s burst 100"));
+    lim.check_n(5).unwrap();
     lim.set_quota(q("2/s burst 5"));
     let denied = lim.check().unwrap_err();
     assert_eq!(denied.remaining(), 0);
@@ -43,10 +47,25 @@ fn an_empty_bucket_stays_empty_and_a_peek_takes_nothing() {
     let lim = Limiter::with_clock(q("1/s burst 3"), clock.clone());
     clock.advance(Duration::from_secs(3600));
     lim.set_quota(q("5/s"));
-    assert_eq!(lim.peek(), 5);
-    assert_eq!(lim.peek(), 5);
+    assert_eq!(lim.peek(), 3, "3 were available: the 2 more come at the new rate");
+    assert_eq!(lim.peek(), 3);
+    clock.advance(Duration::from_millis(400));
     assert_eq!(lim.check_n(5).unwrap().remaining(), 0);
     assert!(lim.check().is_err());
+}
+
+#[test]
+fn a_larger_burst_adds_nothing_at_once_to_a_bucket_in_use() {
+    let clock = ManualClock::new();
+    let lim = Limiter::with_clock(q("1/s burst 3"), clock.clone());
+    let keyed = KeyedLimiter::with_clock(q("1/s burst 3"), clock.clone());
+    lim.check().unwrap();
+    keyed.check(&1u64).unwrap();
+    lim.set_quota(q("5/s"));
+    keyed.set_quota(q("5/s"));
+    assert_eq!((lim.peek(), keyed.peek(&1)), (2, 2), "2 were available: the rest at 5/s");
+    clock.advance(Duration::from_millis(600));
+    assert_eq!((lim.peek(), keyed.peek(&1)), (5, 5));
 }
 
 #[test]
@@ -85,9 +104,11 @@ fn a_clock_that_goes_back_after_a_change_admits_no_more() {
     lim.check_n(2).unwrap();
     lim.set_quota(q("1/s burst 4"));
     clock.set(Duration::from_secs(50));
-    assert!(lim.peek() <= 2, "never more than at the latest time seen: 2 of 4 used");
-    assert!(lim.check_n(3).is_err());
+    assert_eq!(lim.peek(), 0, "never more than at the latest time seen: none available");
+    assert!(lim.check().is_err());
     clock.set(Duration::from_secs(100));
+    assert!(lim.check().is_err(), "none was available at the change, and none is");
+    clock.set(Duration::from_secs(102));
     assert_eq!(lim.check_n(2).unwrap().remaining(), 0);
     assert!(lim.check().is_err());
 }
@@ -100,11 +121,11 @@ fn keyed_set_quota_keeps_each_keys_level() {
     keyed.check_n(&2u64, 10).unwrap();
     keyed.set_quota(q("1/s burst 8"));
     assert_eq!(keyed.quota(), q("1/s burst 8"));
-    assert_eq!(keyed.peek(&1), 2);
-    assert_eq!(keyed.peek(&2), 0, "10 units, capped at 8");
+    assert_eq!(keyed.peek(&1), 4, "4 available stay available");
+    assert_eq!(keyed.peek(&2), 0, "none available stays none");
     assert_eq!(keyed.peek(&3), 8, "a new key starts empty under the new quota");
     clock.advance(Duration::from_secs(1));
-    assert_eq!(keyed.peek(&1), 3);
+    assert_eq!(keyed.peek(&1), 5);
     assert_eq!(keyed.peek(&2), 1);
     assert!(keyed.check_n(&3, 8).is_ok());
     assert!(keyed.check(&3).is_err());
@@ -244,5 +265,9 @@ fn a_byte_quota_set_is_read_back_in_bytes() {
     keyed.set_quota(bytes);
     assert_eq!((lim.quota(), keyed.quota()), (bytes, bytes));
     assert_eq!(lim.quota().to_string(), bytes.to_string());
-    assert_eq!(lim.check_n(1500).unwrap().remaining(), 64 * 1024 - 1500);
+    // The 1,000 units available stay available (as 1,000 bytes); the rest comes at 10 MB/s.
+    assert!(lim.check_n(1500).is_err());
+    assert_eq!(lim.check_n(1000).unwrap().remaining(), 0);
+    lim.clock().advance(Duration::from_millis(1));
+    assert_eq!(lim.peek(), 10_000);
 }

@@ -2,7 +2,8 @@
 //! `KeyedLimiter::set_quota` convert a bucket's state in place while checks go on, on a frozen
 //! clock. No admission is lost or counted twice across the change: every admitted request is in
 //! the level the new quota starts from, and the checks still running after the change decide on
-//! the new quota.
+//! the new quota. And a smaller burst and a larger one back, racing checks, never make more
+//! units available than there were before them.
 #![cfg(loom)]
 
 use leakgate::{KeyedLimiter, Limiter, ManualClock, Quota};
@@ -64,5 +65,52 @@ fn a_change_racing_a_keyed_check_keeps_its_admission() {
         change.join().unwrap();
         assert_eq!(keyed.peek(&1u64), 1, "both admissions in the level carried over");
         assert_eq!(keyed.peek(&2u64), 3, "a new key starts empty under the new quota");
+    });
+}
+
+#[test]
+fn a_shrink_and_a_grow_back_racing_checks_hand_out_no_units() {
+    model_with_spins(|| {
+        // 2 of 3 units available; the changes may only keep or lose them.
+        let lim = Arc::new(Limiter::with_clock(per_second(3), ManualClock::new()));
+        lim.check().unwrap();
+        let check = {
+            let lim = lim.clone();
+            thread::spawn(move || u64::from(lim.check().is_ok()) + u64::from(lim.check().is_ok()))
+        };
+        let changes = {
+            let lim = lim.clone();
+            thread::spawn(move || {
+                lim.set_quota(q("3/s burst 1"));
+                lim.set_quota(q("3/s burst 3"));
+            })
+        };
+        let admitted = check.join().unwrap();
+        changes.join().unwrap();
+        assert!(admitted + lim.peek() <= 2, "{admitted} admitted, {} free: of 2", lim.peek());
+    });
+}
+
+#[test]
+fn a_keyed_shrink_and_grow_back_racing_a_check_hand_out_no_units() {
+    model(|| {
+        let keyed = Arc::new(KeyedLimiter::with_layout(per_second(3), 1, 4, ManualClock::new()));
+        keyed.check(&1u64).unwrap();
+        let check = {
+            let keyed = keyed.clone();
+            thread::spawn(move || u64::from(keyed.check(&1u64).is_ok()))
+        };
+        let changes = {
+            let keyed = keyed.clone();
+            thread::spawn(move || {
+                keyed.set_quota(q("3/s burst 1"));
+                keyed.set_quota(q("3/s burst 3"));
+            })
+        };
+        let admitted = check.join().unwrap();
+        changes.join().unwrap();
+        let free = keyed.peek(&1u64);
+        assert!(admitted + free <= 2, "{admitted} admitted, {free} free: of 2");
+        assert!(keyed.peek(&2u64) <= 1, "a new key opens no fuller than an idle one: 1 of 3");
     });
 }

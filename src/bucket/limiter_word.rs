@@ -21,8 +21,8 @@
 //!    The origin is the least that does it (usually 0 or a few units: the level carried over puts
 //!    the state ahead of the clock as it was ahead before), so changes do not eat the clock's
 //!    range.
-//! 4. **Reopen** at the level the bucket had (`(S - now) / T` in the old quota, as a reload
-//!    hands it over), in the new units, on top of the new clock reading.
+//! 4. **Reopen** at the level that keeps the units the bucket could admit (`Rate::level_in`, as
+//!    a reload hands a bucket over), in the new units, on top of the new clock reading.
 //!
 //! A check reads the rate and its epoch, then the word (`Acquire`), an `Acquire` fence and the
 //! epoch again: the state is of that rate only if the epoch has not moved (the writer publishes

@@ -320,7 +320,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
-        let conversion = Conversion::new(&self.rates, epoch, *rate, now_ns);
+        let conversion = Conversion::new(&self.rates, epoch, *rate, self.table.changed_at());
         let new = Arrival { key, hash, now_ns, now, rate, start, epoch: &conversion };
         self.table.find_or_insert(&new).map_err(|Changed| Declined::changed(now, rate.scale()))
     }
@@ -334,13 +334,14 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         &self,
         group: usize,
         (epoch, rate): (u64, &Rate),
-        (now, now_ns): (u64, u64),
+        (now, _): (u64, u64),
     ) -> Result<(), Declined> {
         if self.rates.epoch_first() != epoch {
             return Err(Declined::changed(now, rate.scale()));
         }
         let _shard = sync::lock(&self.table.shards[self.table.shard_of(group)]);
-        self.table.convert_group(group, &Conversion::new(&self.rates, epoch, *rate, now_ns));
+        let conversion = Conversion::new(&self.rates, epoch, *rate, self.table.changed_at());
+        self.table.convert_group(group, &conversion);
         Ok(())
     }
 
@@ -361,7 +362,11 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
             self.table.note_seen(now_ns);
         }
         if n == 0 {
-            Ok(Taken { state: now, now, scale, slot: None })
+            // A bucket would open no fuller than the changes of quota left an idle one (a peek
+            // racing a change may read the bound of the other quota: clamped to a bucket's range,
+            // it reports, and takes, nothing wrong but that peek's figures).
+            let fresh = self.table.fresh().min(now.saturating_add(scale.tau()));
+            Ok(Taken { state: now.max(fresh), now, scale, slot: None })
         } else if n > rate.burst() {
             Err(Declined { tat: now, now, wait: None, scale, changed: false })
         } else {

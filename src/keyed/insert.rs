@@ -267,7 +267,9 @@ impl<K: Hash + Eq + Clone> Table<K> {
             // Release publication of the group that follows (it must find the key gone first).
             let idle_ns = self.marks.idle.fetch_max(new.now_ns, Ordering::Relaxed);
             let forgotten_at = new.rate.units_at(idle_ns).max(new.now);
-            (new.start)().open(forgotten_at.max(held + 1), SEALED - 1)
+            // No fuller than an idle bucket through the changes of quota (a level handed over
+            // is already at least that full: it is not added twice).
+            (new.start)().open(forgotten_at.max(held + 1), SEALED - 1).max(self.fresh())
         })?;
         Some(at.found(slot, version))
     }
@@ -281,11 +283,13 @@ impl<K: Hash + Eq + Clone> Table<K> {
     }
 
     /// The first `TAT` of the arriving key's bucket in a never-used slot: from the latest time a
-    /// key was forgotten, as the key's taker asks (see [`FirstState`]).
+    /// key was forgotten and no fuller than the changes of quota left an idle bucket, as the
+    /// key's taker asks (see [`FirstState`]).
     fn opening<Q: ?Sized>(&self, new: &Arrival<'_, Q, K>) -> u64 {
         // Relaxed: as in `reclaim`.
         let forgotten_at = new.rate.units_at(self.marks.idle.load(Ordering::Relaxed));
-        (new.start)().open(forgotten_at, SEALED - 1)
+        // As in `reclaim`.
+        (new.start)().open(forgotten_at, SEALED - 1).max(self.fresh())
     }
 
     /// Records that a key of `hash`'s window was placed at position `p` of its probe sequence.

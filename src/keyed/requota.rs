@@ -1,4 +1,5 @@
-//! [`KeyedLimiter::set_quota`]: a new quota for every key at once, each bucket keeping its level.
+//! [`KeyedLimiter::set_quota`]: a new quota for every key at once, each bucket keeping the units
+//! it could admit.
 //!
 //! # Implementation details
 //!
@@ -11,8 +12,9 @@
 //! **Converting a group** seals each used slot (a CAS to `SEALED`, as when a slot changes key:
 //! a check that meets it waits on the shard's lock, a few instructions), bumps the group's
 //! version by two (so every handle found before it is stale, and the keys' parity is kept), then
-//! reopens each slot at its level in the new quota (as a reload hands a level over: `(S - now) /
-//! T` of the old quota, rounded up to the new units, capped at the new burst), and then records
+//! reopens each slot at its level in the new quota (as a reload hands a level over: the units
+//! available in the old quota stay available, capped at the new burst, `Rate::level_in`), and
+//! then records
 //! the new epoch. A check that read a state before reads the version again after it and starts
 //! over; one that CASes from a state read before finds it gone, since every reopened state lies
 //! above every value the slot held (a *slot never holds a value twice*, as in `group.rs`): the
@@ -27,6 +29,7 @@
 
 use super::group::{Group, Side, SEALED, SLOTS};
 use super::insert::EpochOf;
+use super::table::ChangedAt;
 use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::gcra::Rate;
@@ -105,12 +108,19 @@ pub(crate) struct Conversion<'a> {
     rates: &'a RateCell,
     epoch: u64,
     to: Rate,
-    now_ns: u64,
+    changed_at: &'a ChangedAt,
 }
 
 impl<'a> Conversion<'a> {
-    pub(crate) fn new(rates: &'a RateCell, epoch: u64, to: Rate, now_ns: u64) -> Self {
-        Conversion { rates, epoch, to, now_ns }
+    /// A conversion to `to`, the rate of `epoch`, as of when the change to it was made
+    /// (`changed_at`), whenever it runs.
+    pub(crate) fn new(
+        rates: &'a RateCell,
+        epoch: u64,
+        to: Rate,
+        changed_at: &'a ChangedAt,
+    ) -> Self {
+        Conversion { rates, epoch, to, changed_at }
     }
 }
 
@@ -127,15 +137,38 @@ impl<K> EpochOf<K> for Conversion<'_> {
         // the cell's previous one, kept until the next change, which cannot start while this
         // conversion holds a shard lock.
         if let Some(from) = self.rates.previous(self.epoch) {
-            group.convert(side, (&from, &self.to), self.now_ns, self.epoch as u32);
+            // Under the shard's lock (see `ChangedAt`).
+            let at_ns = self.changed_at.of(self.epoch);
+            group.convert(side, (&from, &self.to), at_ns, self.epoch as u32);
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
+    /// The level, in units of `to`, that a bucket of a key this limiter forgot or never saw
+    /// would carry into `to` as of `now_ns` (see `Rate::level_in`): 0 if it would open empty.
+    /// How a reload opens the keys its new tables never held no fuller than the old ones.
+    pub(crate) fn fresh_level_in(&self, to: &Rate, now_ns: u64) -> u64 {
+        let from = self.rate();
+        from.level_in(from.units_at(now_ns).max(self.table.fresh()), to, now_ns)
+    }
+
+    /// Opens every new bucket with at least `level` units in it as of `now_ns` (a level another
+    /// limiter's forgotten keys carry, [`Self::fresh_level_in`]). Before the limiter is shared.
+    pub(crate) fn open_with_level(&self, level: u64, now_ns: u64) {
+        if level > 0 {
+            let state = self.rate().units_at(now_ns).saturating_add(level);
+            self.table.set_fresh(self.table.fresh().max(state));
         }
     }
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// Puts `quota` in force for every key, at once and without a restart: each tracked key's
-    /// bucket keeps its level (units in the bucket, `(TAT - now) / T` in the old quota) as the
-    /// level of the new one, capped at its burst and rounded up to its units, as
+    /// bucket keeps the units it could admit now (its burst less its level `(TAT - now) / T`),
+    /// capped at the new burst and rounded down to the new units (so no change makes more units
+    /// available than before it; a key the table forgot, or never saw, opens no fuller than a
+    /// key it kept idle through the changes), as
     /// [`RuleLimiter::reload`](crate::RuleLimiter::reload) does. Checks take no lock: the first
     /// check of a group of four keys after the change converts that group (taking its shard's
     /// lock for the few instructions that takes, as an insert does). Changes run one at a time;
@@ -154,7 +187,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     /// let keyed = KeyedLimiter::with_clock(Quota::per_second(10)?, ManualClock::new());
     /// keyed.check_n(&"alice", 6).unwrap();
     /// keyed.set_quota("1/s burst 8".parse()?);
-    /// assert_eq!(keyed.peek(&"alice"), 2); // 6 carried over, 8 at most
+    /// assert_eq!(keyed.peek(&"alice"), 4); // the 4 available stay available
     /// assert_eq!(keyed.peek(&"bob"), 8);
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
@@ -169,7 +202,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let mut ahead = 0u64;
         self.table.for_each_group(|shard, group, side| {
             let _shard = sync::lock(&self.table.shards[shard]);
-            Conversion::new(&self.rates, epoch, from, now_ns).convert(group, side);
+            Conversion::new(&self.rates, epoch, from, self.table.changed_at()).convert(group, side);
             ahead = ahead.max(group.reopen_floor(side, |tat| from.level_in(tat, &raw, now_ns)));
         });
         // Every lock, so that an insert runs wholly before or after the change (module docs).
@@ -192,7 +225,20 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let late = fullest_floor.max(empty.saturating_add(1));
         // The least origin that does it.
         let to = raw.with_origin(ahead.max(late).saturating_sub(raw.units_at(now_ns)));
+        // A key the table forgot or never saw opens as a bucket it held idle through every
+        // change would be now (a larger burst adds nothing at once; `Rate::level_in`).
+        let idle = from.units_at(now_ns).max(self.table.fresh());
+        let fresh = match from.level_in(idle, &to, now_ns) {
+            0 => 0,
+            level => to.units_at(now_ns).saturating_add(level),
+        };
+        self.table.set_fresh(fresh);
+        // The change saw this time: a key forgotten or new opens no earlier (the new rate's
+        // buckets are reckoned from it), even through a check whose clock reads earlier.
+        self.table.note_seen(now_ns);
+        self.table.changed_at().record(epoch.wrapping_add(1), now_ns);
         self.table.forget_room_bound();
-        self.rates.publish(to, quota);
+        let published = self.rates.publish(to, quota);
+        debug_assert_eq!(published, epoch.wrapping_add(1));
     }
 }

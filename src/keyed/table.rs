@@ -84,6 +84,38 @@ pub(super) struct Marks {
     /// this time minus one, and a slot's `busy_until` never decreases. New keys before it are
     /// refused without a search. Only grows.
     pub(super) no_room_before: AtomicU64,
+    /// The least state (units of the rate in force; 0: no bound) a new bucket opens at: the
+    /// state in which the changes of quota so far left a bucket the table held idle throughout
+    /// (see `Rate::level_in`: a larger burst adds nothing at once), so that a key forgotten or
+    /// never seen opens no fuller than a key the table kept. Written by `set_quota` (or a
+    /// reload's compile, before the table is shared) under every shard lock; read by inserts
+    /// under their home lock, so each reads the value of the rate it works in.
+    pub(super) fresh: AtomicU64,
+    /// When the changes of quota were made (see [`ChangedAt`]).
+    pub(super) changed_at: ChangedAt,
+}
+
+/// The clock reading (nanoseconds) at which the change to the rate of epoch `e` was made, kept at
+/// `e & 1` for the two epochs a rate cell keeps: a group converted late, by the first check
+/// that meets it, is converted as of the change, not as of that check (its bucket must not go on
+/// refilling at the old rate after the change). Written by `set_quota` under every shard lock
+/// before it publishes the epoch; read under a shard lock by the conversions of that epoch, so
+/// each reads its own epoch's time (a later one with the same parity needs every lock).
+pub(crate) struct ChangedAt([AtomicU64; 2]);
+
+impl ChangedAt {
+    /// When the change to the rate of `epoch` was made (0 for the first rate).
+    pub(crate) fn of(&self, epoch: u64) -> u64 {
+        // Relaxed: under a shard lock, which the writer held (see the type's docs).
+        self.0[(epoch & 1) as usize].load(Ordering::Relaxed)
+    }
+
+    /// Records that the change to the rate of `epoch` was made at `now_ns`. Under every shard
+    /// lock.
+    pub(crate) fn record(&self, epoch: u64, now_ns: u64) {
+        // Relaxed: see `of`.
+        self.0[(epoch & 1) as usize].store(now_ns, Ordering::Relaxed);
+    }
 }
 
 impl<K> Table<K> {
@@ -109,6 +141,8 @@ impl<K> Table<K> {
             marks: CachePadded::new(Marks {
                 idle: AtomicU64::new(0),
                 no_room_before: AtomicU64::new(0),
+                fresh: AtomicU64::new(0),
+                changed_at: ChangedAt([AtomicU64::new(0), AtomicU64::new(0)]),
             }),
         }
     }
@@ -205,6 +239,25 @@ impl<K> Table<K> {
         if let Some(at) = self.at(gi) {
             conversion.convert(at.line(), at.side());
         }
+    }
+
+    /// When the changes of quota were made (see [`ChangedAt`]).
+    pub(crate) fn changed_at(&self) -> &ChangedAt {
+        &self.marks.changed_at
+    }
+
+    /// The least state a new bucket opens at (see [`Marks::fresh`]), in the rate in force.
+    pub(crate) fn fresh(&self) -> u64 {
+        // Relaxed: see `Marks::fresh` (written and read under shard locks, or before sharing).
+        self.marks.fresh.load(Ordering::Relaxed)
+    }
+
+    /// Sets the least state a new bucket opens at (see [`Marks::fresh`]): under every shard
+    /// lock, with the rate it is counted in published in the same hold, or before the table is
+    /// shared.
+    pub(crate) fn set_fresh(&self, state: u64) {
+        // Relaxed: see `Marks::fresh`.
+        self.marks.fresh.store(state, Ordering::Relaxed);
     }
 
     /// Forgets the bound on when a slot may next be idle (its units are the old quota's).

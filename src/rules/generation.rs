@@ -85,6 +85,13 @@ impl<C: Clock> Generation<C> {
         source: Option<Arc<Generation<C>>>,
         since_ns: u64,
     ) -> Self {
+        if let Some(source) = &source {
+            open_forgotten_keys_no_fuller(&rules, source, since_ns);
+        }
+        // The reload saw this time: no new bucket starts earlier (as a change of quota).
+        for table in rules.iter().flat_map(|rule| rule.tables.iter()) {
+            table.table().note_seen(since_ns);
+        }
         let cell = SwapCell::empty();
         let replacing = source.is_some();
         cell.store(source);
@@ -271,6 +278,35 @@ impl<C: Clock> Generation<C> {
     }
 }
 
+/// Sets each new table to open the keys it never held (forgotten by the old rules' tables, or
+/// never seen) no fuller than the old rules' tables would have carried them, as of `now_ns`: a
+/// key now under rule `P` was under an old rule whose path is a prefix of `P` or has `P` as its
+/// prefix, so the fullest such table's carried level, quota by quota, bounds them all (see
+/// `Marks::fresh`: so a smaller burst and a larger one back never hand out units).
+fn open_forgotten_keys_no_fuller<C: Clock>(
+    rules: &[CompiledRule<C>],
+    source: &Generation<C>,
+    now_ns: u64,
+) {
+    let nested = |a: &str, b: &str| {
+        let under = |long: &str, short: &str| {
+            short.is_empty() || long.strip_prefix(short).is_some_and(|rest| rest.starts_with('/'))
+        };
+        a == b || under(a, b) || under(b, a)
+    };
+    for rule in rules {
+        for (i, table) in rule.tables.iter().enumerate() {
+            let level = (source.rules.iter())
+                .filter(|old| nested(&old.path, &rule.path))
+                .filter_map(|old| old.tables.get(i))
+                .map(|old| old.fresh_level_in(table.rate(), now_ns))
+                .max()
+                .unwrap_or(0);
+            table.open_with_level(level, now_ns);
+        }
+    }
+}
+
 /// The first state, in rate `to`, of a bucket whose state was `tat` in rate `from`, as of `at_ns`:
 /// its level (see [`level`]) on top of that time; empty for an empty bucket.
 pub(crate) fn carry(tat: u64, from: &Rate, to: &Rate, at_ns: u64) -> FirstState {
@@ -307,34 +343,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn carry_keeps_the_level_and_rounds_against_the_caller() {
-        // 10/s (T = 100 ms) to 1/s (T = 1 s): 3 units in the bucket stay 3 units.
+    fn carry_keeps_the_units_available_capped_at_the_new_burst() {
+        // 10/s burst 10 (T = 100 ms) to 1/s burst 5 (T = 1 s), at 2 s.
         let from = Rate::new(10, 1_000_000_000, 10).unwrap();
         let to = Rate::new(1, 1_000_000_000, 5).unwrap();
+        let (s, s2) = (from.scale().interval(), to.scale().interval());
         let at = 2_000_000_000;
-        let tat = from.units_at(at) + 3 * from.scale().interval();
+        let used = |units: u64| from.units_at(at) + units * s;
         let open = |state: FirstState| state.open(0, u64::MAX);
-        assert_eq!(open(carry(tat, &from, &to, at)), to.units_at(at) + 3 * to.scale().interval());
-        // Capped at the new burst.
-        let tat = from.units_at(at) + 10 * from.scale().interval();
-        assert_eq!(open(carry(tat, &from, &to, at)), to.units_at(at) + 5 * to.scale().interval());
-        // A fraction of a unit is rounded up: 2.5 units of 10/s are 2.5 units of 1/s.
-        let tat = from.units_at(at) + 5 * from.scale().interval() / 2;
-        let carried = carry(tat, &from, &to, at).level;
-        assert_eq!(carried, 5 * to.scale().interval() / 2);
-        // An idle bucket carries nothing.
+        // 3 used, 7 available: the new burst's 5 are available (a shrink keeps no more).
+        assert_eq!(carry(used(3), &from, &to, at), FirstState::EMPTY);
+        // 8 used, 2 available: 2 stay available, so 3 of the 5 are used.
+        assert_eq!(open(carry(used(8), &from, &to, at)), to.units_at(at) + 3 * s2);
+        // Empty: nothing available, whatever the new burst.
+        assert_eq!(open(carry(used(10), &from, &to, at)), to.units_at(at) + 5 * s2);
+        // A grow adds nothing at once: 9 available of burst 10 are 9 of 20.
+        let grown = Rate::new(1, 1_000_000_000, 20).unwrap();
+        assert_eq!(carry(used(1), &from, &grown, at).level, 11 * s2);
+        // So does an idle one: 10 available of 20.
+        assert_eq!(carry(from.units_at(at) - 1, &from, &grown, at).level, 10 * s2);
+        // An idle bucket under a smaller burst carries nothing: all of the new burst is there.
         assert_eq!(carry(from.units_at(at) - 1, &from, &to, at), FirstState::EMPTY);
+        // A backlog past the burst (reservations queued beyond it) stays past the new burst.
+        assert_eq!(open(carry(used(12), &from, &to, at)), to.units_at(at) + 7 * s2);
+        // A fraction of a unit available is rounded down: 2.5 available are 2.5 of 1/s.
+        let carried = carry(used(10) - 5 * s / 2, &from, &to, at).level;
+        assert_eq!(carried, 5 * s2 - 5 * s2 / 2);
     }
 
     #[test]
-    fn carry_of_a_fractional_level_rounds_up_to_the_next_unit() {
+    fn carry_rounds_what_is_available_down() {
         // 3/s: S is not a multiple of 3, so a third of an interval is a fraction of a unit of 1/s.
         let from = Rate::new(3, 1_000_000_000, 3).unwrap();
         let to = Rate::new(1, 1_000_000_000, 1).unwrap();
         let (s1, s2) = (u128::from(from.scale().interval()), u128::from(to.scale().interval()));
-        let backlog = from.scale().interval() / 3;
-        let carried = u128::from(carry(backlog, &from, &to, 0).level);
-        assert!(carried * s1 >= u128::from(backlog) * s2, "never less than the level");
-        assert!((carried - 1) * s1 < u128::from(backlog) * s2, "less than a unit more");
+        // Two units and a third used: two thirds of a unit available.
+        let backlog = 2 * from.scale().interval() + from.scale().interval() / 3;
+        let available = s2 - u128::from(carry(backlog, &from, &to, 0).level);
+        let exact = u128::from(3 * from.scale().interval() - backlog) * s2;
+        assert!(available * s1 <= exact, "never more available than before");
+        assert!((available + 1) * s1 > exact, "less than a unit of the new rate less");
+    }
+
+    #[test]
+    fn carry_between_equal_rates_keeps_the_backlog_exactly() {
+        let rate = Rate::new(7, 1_000_000_000, 4).unwrap();
+        for backlog in [0, 1, rate.scale().interval(), rate.scale().tau(), rate.scale().tau() + 5] {
+            assert_eq!(level(backlog, &rate, &rate, 0), backlog);
+        }
     }
 }

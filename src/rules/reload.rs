@@ -1,4 +1,5 @@
-//! [`RuleLimiter::reload`]: new rules in force at once, every tracked key keeping its level.
+//! [`RuleLimiter::reload`]: new rules in force at once, every tracked key keeping the units it
+//! could admit.
 
 use super::check::first_state;
 use super::generation::{level, Generation, MOVED};
@@ -13,10 +14,13 @@ impl<C: Clock + 'static> RuleLimiter<C> {
     /// Puts `rules` in force. Checks go on meanwhile and never block or fail: each is decided
     /// either wholly on the old rules or wholly on the new ones.
     ///
-    /// Every tracked key keeps its level (units in the bucket, `(TAT - now) / T`) under the rule
-    /// that now matches it: its i-th bucket's level becomes the level of the new rule's i-th
-    /// quota, capped at that quota's burst and rounded up to the new quota's units (against the
-    /// caller). A new quota with no counterpart starts empty; a key that no longer matches any
+    /// Every tracked key keeps what it could admit now under the rule that now matches it: its
+    /// i-th bucket's available units (the burst less its level `(TAT - now) / T`) become the
+    /// available units of the new rule's i-th quota, capped at that quota's burst and rounded
+    /// down to the new quota's units (against the caller). So no reload, however frequent, makes
+    /// more units available than before it: a smaller burst keeps the debt it cannot hold, and a
+    /// larger one adds nothing at once (its units come at its rate). A new quota with no
+    /// counterpart starts empty; a key that no longer matches any
     /// rule is no longer tracked. Levels are taken when the reload begins.
     ///
     /// Returns once every key has been handed over. Reloads run one at a time.
@@ -32,12 +36,12 @@ impl<C: Clock + 'static> RuleLimiter<C> {
     /// let mut rules = Rules::new();
     /// rules.insert("api", ["10/s".parse()?]);
     /// let lim = RuleLimiter::with_clock(rules, ManualClock::new());
-    /// lim.check_n("api/alice", 6).unwrap(); // 6 units in alice's bucket
+    /// lim.check_n("api/alice", 8).unwrap(); // 2 units available to alice
     ///
     /// let mut stricter = Rules::new();
     /// stricter.insert("api", ["1/s burst 8".parse()?]);
     /// lim.reload(stricter);
-    /// assert_eq!(lim.check("api/alice").unwrap().remaining(), 1); // 6 carried + 1, burst 8
+    /// assert_eq!(lim.check("api/alice").unwrap().remaining(), 1); // 2 kept, 1 taken
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn reload(&self, rules: Rules) {
