@@ -266,10 +266,10 @@ pub use rules::{RulesFileError, RulesWatcher, WatchEvent};
 /// The README's examples, compiled and run as doctests.
 // The README has an async example, so it needs the `tokio` feature.
 #[cfg(all(doctest, feature = "tokio"))]
-#[doc = include_str!("../README.md")]
+#[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
 /// The examples moved from the README to `docs/examples.md`, compiled and run as doctests.
 #[cfg(doctest)]
-#[doc = include_str!("../docs/examples.md")]
+#[doc = include_str!("../../docs/examples.md")]
 struct DocsExamplesDoctests;
