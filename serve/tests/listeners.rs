@@ -213,3 +213,33 @@ fn grpc_clients_that_answer_pings_are_kept_silent_ones_closed() {
     });
     assert!(calls.is_ok(), "{calls:?}");
 }
+
+/// Writes `request` over and over on a new connection to `addr`, never reading a reply, until
+/// a write fails; the failure. A server that blocks on its reply for good makes the writes
+/// block too: that is a `WouldBlock`/`TimedOut` after 10 s.
+fn write_without_reading(addr: std::net::SocketAddr, request: &[u8]) -> std::io::ErrorKind {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        if let Err(e) = s.write_all(request) {
+            return e.kind();
+        }
+    }
+    panic!("the server took a minute of requests without a reply being read");
+}
+
+#[test]
+fn a_client_that_takes_no_reply_loses_its_connection() {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+    let served = serve(100, Duration::from_millis(500), Duration::from_secs(60));
+    // RESP: each command asks for 64 KiB back.
+    let echo = format!("*2\r\n$4\r\nECHO\r\n$65536\r\n{}\r\n", "x".repeat(65536));
+    let kind = write_without_reading(served.resp(), echo.as_bytes());
+    assert!(matches!(kind, BrokenPipe | ConnectionReset), "RESP: {kind:?}");
+    // HTTP: pipelined requests whose answers pile up unread.
+    let get = format!("GET /metrics HTTP/1.1\r\nHost: {}\r\n\r\n", served.http());
+    let kind = write_without_reading(served.http(), get.repeat(64).as_bytes());
+    assert!(matches!(kind, BrokenPipe | ConnectionReset), "HTTP: {kind:?}");
+    exchange(&mut raw(served.resp()), b"PING\r\n", "+PONG\r\n");
+}
