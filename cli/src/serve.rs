@@ -22,6 +22,21 @@ every key keeps its level, and a file that does not parse is refused (the reason
 the rules in force stay. With --redis, the buckets live in that Redis and every instance on it
 shares them; rules pushed with `leakgate rules push` are picked up within a second.
 
+Connections (every listener): at most --max-connections open at once per listener (one more is
+told so and closed), fitted below the open-files limit, whose soft value is raised to the hard one
+at start; a request (an HTTP header, a RESP command, a TLS handshake, HTTP/2's preface) must
+arrive whole within --header-timeout, and a reply be taken within it; a RESP or gRPC connection
+that sends nothing for --idle-timeout is closed (an HTTP one waiting for its next request, after
+--header-timeout).
+
+Authentication (opt-in): --auth-file FILE, or the file LEAKGATE_AUTH_FILE names, holds one
+secret (never on the command line). RESP clients then send AUTH <secret> (redis-cli -a, or a
+redis://:<secret>@host URL), gRPC clients the metadata authorization: Bearer <secret>, HTTP
+clients the header Authorization: Bearer <secret> (/metrics and /buckets; the page asks for it).
+--tls-cert and --tls-key put gRPC and HTTP behind TLS; --tls-client-ca also asks gRPC and HTTP
+clients for a certificate signed by that CA. The HTTP listener answers only requests whose Host is
+an IP address, localhost, or a name given with --http-allow-host (against DNS rebinding).
+
 Logs go to stderr, warnings only by default; LEAKGATE_LOG=info (or debug, or a tracing filter
 such as leakgate_serve=debug) says more. SIGTERM or SIGINT stops gracefully: no new connection,
 calls in flight are answered.
@@ -66,6 +81,50 @@ pub(crate) struct Args {
     /// How often the rules file is read to see whether it changed (0: only on SIGHUP)
     #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "500ms")]
     poll: Duration,
+    /// The most connections each listener keeps open at once (lowered to fit the open-files
+    /// limit)
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    max_connections: usize,
+    /// The longest a client may take to send a whole request, or to take a reply
+    #[arg(long, value_name = "D", value_parser = parse_positive, default_value = "10s")]
+    header_timeout: Duration,
+    /// How long a RESP or gRPC connection may send nothing before it is closed (0: never)
+    #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "300s")]
+    idle_timeout: Duration,
+    /// Ask every client for the secret in FILE (default: the file LEAKGATE_AUTH_FILE names)
+    #[arg(long, value_name = "FILE")]
+    auth_file: Option<PathBuf>,
+    /// Serve gRPC and HTTP over TLS with this certificate chain (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// With --tls-cert: only let in gRPC and HTTP clients with a certificate this CA signed
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// A Host name the HTTP listener answers besides IP addresses and localhost (repeatable;
+    /// * for any)
+    #[arg(long, value_name = "NAME")]
+    http_allow_host: Vec<String>,
+}
+
+fn parse_positive(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err("must be more than zero".into()),
+        d => Ok(d),
+    }
+}
+
+/// `--auth-file`, else the file `LEAKGATE_AUTH_FILE` names (set but empty is an error).
+fn auth_file(flag: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    match std::env::var_os("LEAKGATE_AUTH_FILE") {
+        Some(path) if path.is_empty() => Err("LEAKGATE_AUTH_FILE is set but empty".into()),
+        path => Ok(path.map(PathBuf::from)),
+    }
 }
 
 fn parse_policy(text: &str) -> Result<leakgate_redis::FailurePolicy, String> {
@@ -96,7 +155,31 @@ pub(crate) fn run(args: Args) -> ExitCode {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let mut config = leakgate_serve::Config::new(&args.rules)
         .rate_limit_headers(args.rate_limit_headers)
-        .watch_every(args.poll);
+        .watch_every(args.poll)
+        .max_connections(args.max_connections)
+        .header_timeout(args.header_timeout)
+        .idle_timeout(args.idle_timeout);
+    match auth_file(args.auth_file) {
+        Ok(Some(path)) => config = config.auth_file(path),
+        Ok(None) => {}
+        Err(e) => {
+            crate::out::errln!("leakgate serve: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        config = config.tls(cert, key);
+    }
+    if let Some(ca) = args.tls_client_ca {
+        config = config.tls_client_ca(ca);
+    }
+    for host in args.http_allow_host {
+        config = config.http_allow_host(host);
+    }
+    // As Redis does: as many descriptors as the hard limit allows; the caps fit what we get.
+    if let Err(e) = leakgate_serve::raise_open_files_limit() {
+        crate::out::errln!("leakgate serve: cannot raise the open-files limit: {e}");
+    }
     if let Some(addr) = args.grpc {
         config = config.grpc(addr);
     }

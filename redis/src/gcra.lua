@@ -1,11 +1,13 @@
--- leakgate GCRA, script version 2: one decision over several buckets, all or nothing, taken only
--- if the call has not passed its deadline.
+-- leakgate GCRA, script version 3: one decision over several buckets, all or nothing, taken only
+-- if the call has not passed its deadline. (Version 3: a rule bucket also stores its quota's tau,
+-- and a change of quota carries the units a bucket could admit, not its level.)
 --
 -- A time is a pair (ms, lo): whole milliseconds and units of 1/D ns within the millisecond
 -- (0 <= lo < L = 10^6 * D, L <= 2^52). The script only adds, subtracts and compares pairs, so
 -- every number it handles is an exact integer below 2^53 (see units.rs in leakgate-redis).
 --
--- KEYS[i]    one Redis key per limited key, holding that key's buckets (see ARGV[9]).
+-- KEYS       one Redis key per limited key, holding that key's buckets (see ARGV[9]); with rules,
+--            each followed by its origins (below).
 -- ARGV[1]    "" = read the clock with TIME here; otherwise the caller's time, whole ms
 -- ARGV[2]    the caller's time, ns within that ms
 -- ARGV[3]    m, the number of distinct quotas in the call
@@ -16,15 +18,18 @@
 -- ARGV[9]    how keys hold their buckets:
 --            "0" plain: "ms:lo,ms:lo,..." (the key's name fixes its quotas; every key has the
 --                m quotas in order);
---            "1" rules: "ms:lo@D:T.ms:T.lo,..." (each bucket names the rate it is kept in; a
---                bucket kept in another rate than its quota's now, or beyond its quota's tau,
---                is carried over: see carry() in gcra_general.lua)
+--            "1" rules: "ms:lo@D:T.ms:T.lo:tau.ms:tau.lo,..." (each bucket names the quota it
+--                is kept in; one kept in another quota is carried over to its quota now: see
+--                carry() in gcra_carry.lua). A leading '~' marks a copy kept for servers on
+--                other rules (see the origins in gcra_general.lua). Version 2 wrote no tau.
 -- ARGV[10]   the call's deadline on Redis's clock (TIME, whole µs since the epoch): a script that
 --            starts after it decides nothing, charges nothing and replies {2, TIME in µs}. The
 --            caller has given up by then, and would not see the decision.
 -- then, for each quota j, 6 numbers: D, L, T.ms, T.lo, tau.ms, tau.lo
 -- then, for each key i: its group (0: enforcing; g > 0: shadow group g), its number of buckets
--- c, and for each bucket: its quota j, cost.ms, cost.lo
+-- c, and for each bucket: its quota j, cost.ms, cost.lo; with rules, then its number of origins
+-- (the key under the paths earlier rules gave it, each the next Redis key in KEYS), and for each
+-- origin: the number of quotas of its rule there
 -- then, with a lease (ARGV[6] > 0), for each quota j: when the caller last saw its bucket of the
 -- key empty again (its TAT), T.ms, T.lo (0, 0: unknown); see `lost` in gcra_general.lua
 --
@@ -44,8 +49,8 @@
 -- (gcra_general.lua, which the client appends to this file to make the script), inlined before
 -- anything else is set up (a script pays for every function and table it
 -- makes, on every call). Its quota is ARGV[11..16]; its cost ARGV[20..21]. A rule bucket that
--- must be carried over (kept in another rate, beyond tau, or with other buckets) leaves this
--- block by `break` and goes the general way.
+-- must be carried over (kept in another quota, marked, or with other buckets) leaves this block
+-- by `break` and goes the general way.
 if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[17] == '0' and ARGV[18] == '1' then
 repeat
   local tonumber = tonumber
@@ -68,8 +73,11 @@ repeat
   if raw then
     local a, b, d, x, y
     if rule then
-      a, b, d, x, y = string.match(raw, '^(%d+):(%d+)@(%d+):(%d+):(%d+)$')
-      if a == nil or d ~= ARGV[11] or x ~= ARGV[13] or y ~= ARGV[14] then break end
+      local u, v
+      a, b, d, x, y, u, v = string.match(raw, '^(%d+):(%d+)@(%d+):(%d+):(%d+):(%d+):(%d+)$')
+      if a == nil or d ~= ARGV[11] or x ~= ARGV[13] or y ~= ARGV[14] or u ~= ARGV[15] or v ~= ARGV[16] then
+        break
+      end
     else
       a, b = string.match(raw, '^(%d+):(%d+)$')
     end
@@ -84,8 +92,6 @@ repeat
   end
   local bm, bl = sm - now_ms, sl - nl
   if bl < 0 then bm, bl = bm - 1, bl + L end
-  -- A rule bucket beyond tau (its burst was lowered) is capped, and written: the general way.
-  if rule and (bm > um or (bm == um and bl > ul)) then break end
   local reply = { 1, now_ms, now_ns, 0, 0, 0, us, bm, bl }
   if ARGV[8] ~= '1' then return reply end
   local em, el = bm + cm, bl + cl
@@ -115,7 +121,9 @@ repeat
   if tl < 0 then tm, tl = tm - 1, tl + L end
   if tl > 0 then tm = tm + 1 end
   local value = string.format('%.0f:%.0f', sm, sl)
-  if rule then value = value .. '@' .. ARGV[11] .. ':' .. ARGV[13] .. ':' .. ARGV[14] end
+  if rule then
+    value = value .. '@' .. ARGV[11] .. ':' .. ARGV[13] .. ':' .. ARGV[14] .. ':' .. ARGV[15] .. ':' .. ARGV[16]
+  end
   redis.call('SET', KEYS[1], value, 'PX', tm + tonumber(ARGV[7]) + 1)
   return reply
 until true

@@ -1,47 +1,13 @@
 -- leakgate GCRA, the general path: any keys, quotas, groups, rules, leases and reservations.
--- The client appends this file to gcra.lua (which documents the arguments and the reply) to make
--- one script; a call that the fast path there cannot take continues here.
-
-local floor = math.floor
-local TWO53 = 9007199254740992
--- The finest unit a rate may use: 1/2^32 ns (so that L <= 2^52).
-local MAX_D = 4294967296
-
--- A decimal field of a stored bucket (digits only, by the pattern that captured it): its value if
--- it is below 2^53, else nil.
-local function num(s)
-  if s == nil or #s > 16 then return nil end
-  local v = tonumber(s)
-  if v >= TWO53 then return nil end
-  return v
-end
+-- The client appends this file to gcra.lua (which documents the arguments and the reply) and
+-- gcra_carry.lua (the pair arithmetic and the carry it uses) to make one script; a call that the
+-- fast path cannot take continues here.
 
 -- Arguments come from leakgate's client, which keeps them below 2^53: tonumber suffices.
 local function arg(i)
   local v = tonumber(ARGV[i])
   if v == nil then error('leakgate: bad argument ' .. i) end
   return v
-end
-
-local function add(am, al, bm, bl, L)
-  local m, l = am + bm, al + bl
-  if l >= L then return m + 1, l - L end
-  return m, l
-end
-
--- a - b, for a >= b
-local function sub(am, al, bm, bl, L)
-  local m, l = am - bm, al - bl
-  if l < 0 then return m - 1, l + L end
-  return m, l
-end
-
-local function le(am, al, bm, bl)
-  return am < bm or (am == bm and al <= bl)
-end
-
-local function lt(am, al, bm, bl)
-  return am < bm or (am == bm and al < bl)
 end
 
 -- ceil(lo / D) for 0 <= lo < 10^6 * D: float division corrected to the exact quotient
@@ -69,77 +35,49 @@ local lease_want = arg(6)
 local slack = arg(7)
 local write = ARGV[8] == '1'
 local rules = ARGV[9] == '1'
-local k = #KEYS
-
 -- Quota j's numbers at Q[7j-6 .. 7j]: D, L, T.ms, T.lo, tau.ms, tau.lo, and now's lo in its units.
--- (Flat tables: a script allocates every table on every call.) With rules, R[j] names its rate
--- as a bucket stores it: "D:T.ms:T.lo".
+-- (Flat tables: a script allocates every table on every call.) With rules, R[j] names its quota
+-- as a bucket stores it: "D:T.ms:T.lo:tau.ms:tau.lo".
 local Q, R = {}, {}
 for j = 1, m do
   local b, o = 10 + (j - 1) * 6, 7 * (j - 1)
   for f = 1, 6 do Q[o + f] = arg(b + f) end
   Q[o + 7] = now_ns * Q[o + 1]
-  if rules then R[j] = ARGV[b + 1] .. ':' .. ARGV[b + 3] .. ':' .. ARGV[b + 4] end
+  if rules then
+    R[j] = ARGV[b + 1] .. ':' .. ARGV[b + 3] .. ':' .. ARGV[b + 4] .. ':' .. ARGV[b + 5] .. ':' .. ARGV[b + 6]
+  end
 end
 
--- Each key's group at G[i], first bucket at F[i] and number of buckets at C[i]; bucket x's quota
--- at J[x] and cost at W[2x - 1], W[2x].
-local G, F, C, J, W = {}, {}, {}, {}, {}
-local p, x = 11 + m * 6, 0
-for i = 1, k do
-  G[i], C[i], F[i] = arg(p), arg(p + 1), x + 1
+-- Each key's Redis key at KEYS[K[i]], group at G[i], first bucket at F[i] and number of buckets
+-- at C[i]; bucket x's quota at J[x] and cost at W[2x - 1], W[2x]. With rules, a key's origins
+-- follow it in KEYS (its buckets under the paths earlier rules gave it), O[i] listing each as
+-- { index in KEYS, number of quotas of its rule there } (NONE: no origins): the key count k is
+-- found by reading.
+local K, G, F, C, J, W, O, NONE = {}, {}, {}, {}, {}, {}, {}, {}
+local p, x, k = 11 + m * 6, 0, 0
+local used = 0
+while used < #KEYS do
+  k = k + 1
+  used = used + 1
+  K[k], G[k], C[k], F[k] = used, arg(p), arg(p + 1), x + 1
   p = p + 2
-  for _ = 1, C[i] do
+  for _ = 1, C[k] do
     x = x + 1
     J[x], W[2 * x - 1], W[2 * x] = arg(p), arg(p + 1), arg(p + 2)
     p = p + 3
   end
-end
-
--- The backlog (bm, bl) of a bucket kept in another rate (T = (tm, tl) in units with Lo per ms),
--- as a backlog of quota j: its level rounded up to a whole unit of work, that many emission
--- intervals of quota j, capped at quota j's tau. By doubling: only sums and comparisons of
--- pairs, so every number stays exact (each below twice the backlog or twice tau).
-local function carry(bm, bl, Lo, tm, tl, j)
-  if bm == 0 and bl == 0 then return 0, 0 end
-  local o = 7 * (j - 1)
-  local L, um, ul = Q[o + 2], Q[o + 5], Q[o + 6]
-  -- P[q]: the old interval times 2^(q-1), while below the backlog; N[q]: the new one, while
-  -- within tau (nil beyond).
-  local Pm, Pl, Nm, Nl = { tm }, { tl }, { Q[o + 3] }, { Q[o + 4] }
-  local top = 1
-  while true do
-    local sm, sl = add(Pm[top], Pl[top], Pm[top], Pl[top], Lo)
-    if not lt(sm, sl, bm, bl) then break end
-    if Nm[top] ~= nil then
-      local nm, nl = add(Nm[top], Nl[top], Nm[top], Nl[top], L)
-      if le(nm, nl, um, ul) then Nm[top + 1], Nl[top + 1] = nm, nl end
-    end
-    top = top + 1
-    Pm[top], Pl[top] = sm, sl
-  end
-  -- The most whole intervals below the backlog, r, greedily; the level is r + 1 whole units,
-  -- and the new backlog (r + 1) new intervals, unless that passes tau.
-  local am, al = 0, 0
-  local nm, nl = Q[o + 3], Q[o + 4]
-  local capped = not le(nm, nl, um, ul)
-  for q = top, 1, -1 do
-    local sm, sl = add(am, al, Pm[q], Pl[q], Lo)
-    if lt(sm, sl, bm, bl) then
-      am, al = sm, sl
-      if not capped then
-        if Nm[q] == nil then
-          capped = true
-        else
-          nm, nl = add(nm, nl, Nm[q], Nl[q], L)
-          capped = not le(nm, nl, um, ul)
-        end
-      end
+  if rules then
+    local n = arg(p)
+    p = p + 1
+    if n > 0 then O[k] = {} end
+    for r = 1, n do
+      used = used + 1
+      O[k][r] = { used, arg(p) }
+      p = p + 1
     end
   end
-  if capped then return um, ul end
-  return nm, nl
 end
+if used ~= #KEYS then error('leakgate: bad keys') end
 
 local function bad(i)
   return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[i])
@@ -152,79 +90,115 @@ local S = {}
 -- The enforcing buckets' wait; each shadow group's at V[2g - 1], V[2g].
 local delay_ms, delay_ns = 0, 0
 local V = {}
--- Keys whose stored value must be written even if not charged (carried over, dropped buckets).
+-- Keys whose stored value must be written even if not charged (carried over, dropped buckets,
+-- origins taken in).
 local dirty = {}
-for i = 1, k do
-  local raw = redis.call('GET', KEYS[i])
-  if raw == '' then return bad(i) end
-  local pos = 1
-  for b = 1, C[i] do
-    local x = F[i] + b - 1
-    local j = J[x]
-    local o = 7 * (j - 1)
-    local L, nl = Q[o + 2], Q[o + 7]
-    local tm, tl = now_ms, nl
-    if raw and pos <= #raw then
-      if b > 1 then
-        if string.sub(raw, pos, pos) ~= ',' then return bad(i) end
-        pos = pos + 1
-      end
-      local a, c, e, rate, _
-      if rules then
-        _, e, a, c, rate = string.find(raw, '^(%d+):(%d+)@(%d+:%d+:%d+)', pos)
-      elseif C[i] == 1 then
-        a, c = string.match(raw, '^(%d+):(%d+)$')
-        e = #raw
-      else
-        _, e, a, c = string.find(raw, '^(%d+):(%d+)', pos)
-      end
-      local am, al = num(a), num(c)
-      if am == nil or al == nil or (rules and am >= TWO53 / 2) then return bad(i) end
-      pos = e + 1
-      if not rules or rate == R[j] then
-        if al >= L then return bad(i) end
-        if not le(am, al, now_ms, nl) then tm, tl = am, al end
-      else
-        -- Kept in another rate: carried over to quota j.
-        local d, r1, r2 = string.match(rate, '^(%d+):(%d+):(%d+)$')
-        local Do, rm, rl = num(d), num(r1), num(r2)
-        if Do == nil or rm == nil or rl == nil or Do < 1 or Do > MAX_D then return bad(i) end
-        local Lo = Do * 1000000
-        if al >= Lo or rl >= Lo or (rm == 0 and rl == 0) then return bad(i) end
-        local nlo = now_ns * Do
-        if not le(am, al, now_ms, nlo) then
-          local bm, bl = sub(am, al, now_ms, nlo, Lo)
-          local cm, cl = carry(bm, bl, Lo, rm, rl, j)
-          tm, tl = add(now_ms, nl, cm, cl, L)
-        end
-        dirty[i] = true
-      end
-    elseif raw and not rules then
-      return bad(i)
-    elseif raw then
-      -- A quota the stored buckets lack: it starts empty.
-      dirty[i] = true
+
+-- A rule bucket's TAT (am, al, in units of Do), carried to quota j as of now: its new TAT.
+local function carried(am, al, Do, tm, tl, um, ul, j)
+  local o = 7 * (j - 1)
+  local nlo, bm, bl = now_ns * Do, 0, 0
+  if not le(am, al, now_ms, nlo) then bm, bl = sub(am, al, now_ms, nlo, Do * 1000000) end
+  local cm, cl = carry(bm, bl, Do, tm, tl, um, ul, Q, o)
+  return add(now_ms, Q[o + 7], cm, cl, Q[o + 2])
+end
+
+-- Every rule bucket of a stored value `raw` from `pos` (after a mark): a list of
+-- { start, end, TAT.ms, TAT.lo, D, T.ms, T.lo, tau.ms, tau.lo }, or nil if one is not a bucket.
+local function rule_buckets(raw, pos)
+  local list = {}
+  while pos <= #raw do
+    if #list > 0 then
+      if string.sub(raw, pos, pos) ~= ',' then return nil end
+      pos = pos + 1
     end
-    if rules then
-      -- A bucket beyond its quota's tau (the quota's burst was lowered) is capped at it.
-      local cm, cl = add(now_ms, nl, Q[o + 5], Q[o + 6], L)
-      if not le(tm, tl, cm, cl) then
-        tm, tl = cm, cl
-        dirty[i] = true
-      end
-    end
-    S[2 * x - 1], S[2 * x] = tm, tl
+    local e, am, al, Do, tm, tl, um, ul = rule_bucket(raw, pos)
+    if e == nil then return nil end
+    list[#list + 1] = { pos, e, am, al, Do, tm, tl, um, ul }
+    pos = e + 1
   end
-  if raw and pos ~= #raw + 1 then
-    -- More buckets stored than the key has: with rules, a quota removed from its rule. Each
-    -- must still be a bucket.
-    if not rules then return bad(i) end
-    while pos <= #raw do
-      local _, e = string.find(raw, '^,%d+:%d+@%d+:%d+:%d+', pos)
-      if e == nil then return bad(i) end
-      pos = e + 1
+  return list
+end
+
+for i = 1, k do
+  local raw = redis.call('GET', KEYS[K[i]])
+  if raw == '' then return bad(K[i]) end
+  if rules then
+    -- Each bucket kept in its quota is read as it is; one kept in another quota (or written by
+    -- script version 2) is carried over to its quota now; a quota the stored buckets lack
+    -- starts empty; buckets beyond the key's quotas (a quota removed) are dropped. A mark ('~':
+    -- a copy kept for servers on other rules, below) changes nothing for the key's own rules.
+    local list
+    if raw then
+      list = rule_buckets(raw, string.sub(raw, 1, 1) == '~' and 2 or 1)
+      if list == nil or #list == 0 then return bad(K[i]) end
+      if #list ~= C[i] then dirty[i] = true end
     end
-    dirty[i] = true
+    for b = 1, C[i] do
+      local x = F[i] + b - 1
+      local j = J[x]
+      local o = 7 * (j - 1)
+      local tm, tl = now_ms, Q[o + 7]
+      local s = list and list[b]
+      if s then
+        if s[5] == Q[o + 1] and s[6] == Q[o + 3] and s[7] == Q[o + 4] and s[8] == Q[o + 5] and s[9] == Q[o + 6] then
+          if not le(s[3], s[4], tm, tl) then tm, tl = s[3], s[4] end
+        else
+          tm, tl = carried(s[3], s[4], s[5], s[6], s[7], s[8], s[9], j)
+          dirty[i] = true
+        end
+      end
+      S[2 * x - 1], S[2 * x] = tm, tl
+    end
+    -- The key's buckets under the paths earlier rules gave it: each unmarked one (written by a
+    -- server on those rules since this key was last carried from it) is carried to the key's
+    -- quotas, bucket by bucket, and the fuller of the two kept, so what either side charged
+    -- counts. A marked one is a copy of this key's own buckets: nothing to take in.
+    for _, origin in ipairs(O[i] or NONE) do
+      local raw2 = redis.call('GET', KEYS[origin[1]])
+      if raw2 == '' then return bad(origin[1]) end
+      if raw2 then
+        local marked = string.sub(raw2, 1, 1) == '~'
+        local found = rule_buckets(raw2, marked and 2 or 1)
+        if found == nil or #found == 0 then return bad(origin[1]) end
+        origin.raw, origin.found = raw2, found
+        if not marked then
+          for b = 1, math.min(#found, C[i]) do
+            local x, s = F[i] + b - 1, found[b]
+            local tm, tl = carried(s[3], s[4], s[5], s[6], s[7], s[8], s[9], J[x])
+            if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
+          end
+          dirty[i] = true
+        end
+      end
+    end
+  else
+    local pos = 1
+    for b = 1, C[i] do
+      local x = F[i] + b - 1
+      local o = 7 * (J[x] - 1)
+      local L, nl = Q[o + 2], Q[o + 7]
+      local tm, tl = now_ms, nl
+      if raw then
+        if b > 1 then
+          if string.sub(raw, pos, pos) ~= ',' then return bad(K[i]) end
+          pos = pos + 1
+        end
+        local a, c, e, _
+        if C[i] == 1 then
+          a, c = string.match(raw, '^(%d+):(%d+)$')
+          e = #raw
+        else
+          _, e, a, c = string.find(raw, '^(%d+):(%d+)', pos)
+        end
+        local am, al = num(a), num(c)
+        if am == nil or al == nil or al >= L then return bad(K[i]) end
+        pos = e + 1
+        if not le(am, al, now_ms, nl) then tm, tl = am, al end
+      end
+      S[2 * x - 1], S[2 * x] = tm, tl
+    end
+    if raw and pos ~= #raw + 1 then return bad(K[i]) end
   end
 end
 
@@ -345,6 +319,12 @@ if lease_want > 0 and k == 1 and not rules and granted and delay_ms == 0 and del
   reply[6] = leased
 end
 
+-- Ms until a backlog (bm, bl) is gone, rounded up.
+local function ms_up(bm, bl)
+  if bl > 0 then return bm + 1 end
+  return bm
+end
+
 -- Write each charged (or carried-over) key's buckets, to expire when the last of them is empty
 -- again (plus the slack).
 for i = 1, k do
@@ -357,12 +337,29 @@ for i = 1, k do
       if rules then pair = pair .. '@' .. R[j] end
       if x == F[i] then value = pair else value = value .. ',' .. pair end
       if not le(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7]) then
-        local dm, dl = sub(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7], Q[o + 2])
-        if dl > 0 then dm = dm + 1 end
+        local dm = ms_up(sub(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7], Q[o + 2]))
         if dm > ttl then ttl = dm end
       end
     end
-    redis.call('SET', KEYS[i], value, 'PX', string.format('%.0f', ttl + slack + 1))
+    redis.call('SET', KEYS[K[i]], value, 'PX', string.format('%.0f', ttl + slack + 1))
+    -- At each origin, a marked ('~') copy of the key's buckets as they are (each names its
+    -- quota): a server still on those rules reads (and charges) the key's state there, carried
+    -- to its own quotas as it reads it, and what it charges is taken in above at this key's
+    -- next check. Buckets of the origin beyond the key's, up to its rule's quotas there, are
+    -- kept as they were.
+    for _, origin in ipairs(O[i] or NONE) do
+      local copy, life, found = '~' .. value, ttl, origin.found or NONE
+      for b = C[i] + 1, math.min(#found, origin[2]) do
+        local s = found[b]
+        copy = copy .. ',' .. string.sub(origin.raw, s[1], s[2])
+        local nlo = now_ns * s[5]
+        if not le(s[3], s[4], now_ms, nlo) then
+          local left = ms_up(sub(s[3], s[4], now_ms, nlo, s[5] * 1000000))
+          if left > life then life = left end
+        end
+      end
+      redis.call('SET', KEYS[origin[1]], copy, 'PX', string.format('%.0f', life + slack + 1))
+    end
   end
 end
 if lost then reply[1] = reply[1] + 2 end

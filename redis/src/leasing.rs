@@ -110,8 +110,13 @@ impl AsyncRedisLimiter {
     /// The lease an admission of cost `n` took (possibly of no units: it still records when).
     fn lease_from(&self, origin: u64, reply: &Reply, n: u64) -> Lease {
         let c = &self.shared.client;
-        let call_key =
-            CallKey { name: Vec::new(), rates: &self.shared.rates, times_named: 1, group: 0 };
+        let call_key = CallKey {
+            name: Vec::new(),
+            rates: &self.shared.rates,
+            times_named: 1,
+            group: 0,
+            origins: Vec::new(),
+        };
         let after = reply.backlogs_after(std::slice::from_ref(&call_key), n);
         let schedules = self
             .shared

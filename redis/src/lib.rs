@@ -83,8 +83,8 @@
 //!   `RuleLimiter::stats`) but never refuse; a request one would refuse takes nothing from it.
 //! * **Keys.** A key's buckets live in one Redis key, `prefix + "gcra1@" + rule path + ":" +
 //!   key`, so two rules never share a bucket (in the path, `%`, `{`, `}` and `:` are written
-//!   `%25`, `%7B`, `%7D`, `%3A`). Each bucket names the rate it is kept in; the key expires when
-//!   all are empty, like a plain limiter's. A rule's table capacity and overflow policy do not
+//!   `%25`, `%7B`, `%7D`, `%3A`). Each bucket names the quota it is kept in; the key expires
+//!   when all are empty, like a plain limiter's. A rule's table capacity and overflow policy do not
 //!   apply: Redis holds every key (the local fallback below uses them).
 //! * **Redis Cluster.** As above, the keys of one call must share a hash slot, and only the
 //!   key's own `{tag}` decides it (a brace in a rule path is escaped). Since rules match the
@@ -100,28 +100,53 @@
 //! [`RedisRuleLimiter::reload`] swaps the rules on this client at once (an `arc-swap`): each
 //! later check is decided wholly on the new rules, checks in flight on the old. Nothing in Redis
 //! changes then; the buckets of each key are carried over when the script next reads them (the
-//! key's first check or peek under the new rules), and written in their new quotas:
+//! key's first check or peek under the new rules), and written in their new quotas, with the
+//! meaning of `RuleLimiter::reload` (the contract's "Rules"): a key keeps what it could admit.
 //!
-//! * the i-th bucket becomes the bucket of the rule's i-th quota; a quota without a counterpart
-//!   starts empty; a bucket without one is dropped;
-//! * a bucket whose quota keeps its rate (the same emission interval, a new burst or the same
-//!   rate written otherwise: `10/s` and `600/min`) keeps its level exactly, capped at the new
-//!   burst;
-//! * a bucket whose rate changes keeps its level (units in the bucket, `(TAT - now) / T`)
-//!   rounded up to a whole unit, capped at the new burst, as that many emission intervals of the
-//!   new quota. The script does this with sums and comparisons of exact integers only;
-//! * a key whose rule path changes (a new override, a rule removed so that a shorter prefix
-//!   matches) has its buckets under the new path: they start empty, and its buckets under the
-//!   old path stay until they expire (a key that goes back finds them).
+//! * The i-th bucket becomes the bucket of the rule's i-th quota: the units it could admit now
+//!   (its burst less its level `(TAT - now) / T`) become what the new bucket can admit, capped
+//!   at the new burst. A quota without a counterpart starts with its whole burst; a bucket
+//!   without one is dropped. So no change of quota, however frequent, makes more units
+//!   available than were before it: a lowered burst keeps the debt it cannot hold, and a raised
+//!   burst adds no unit at once (they come at the rate).
+//! * Each bucket stores its quota (its unit `1/D` ns, `T` and `tau`). A bucket whose rate stays
+//!   (the same `T`: a new burst, or the same rate written otherwise, `10/s` and `600/min`) keeps
+//!   every span exactly; across rates, the units it could admit are rounded down (a debt up) to
+//!   the new quota's unit, with sums, halves and comparisons of exact integers only.
+//! * A key whose rule path changes (a new override, a rule removed so that a shorter prefix
+//!   matches) keeps its buckets too. Each check also names the key's Redis key under each path
+//!   that the client's earlier rules gave it (the last four sets of rules that routed some key
+//!   differently; a reload that only changes quotas adds none). The script takes in what it
+//!   finds there and carries it over, and leaves there a marked copy of the key's buckets (as
+//!   they are: a server on those rules carries them to its own quotas when it reads them). That
+//!   costs a moved key one more `GET` per check, and one more `SET` per write, per earlier path
+//!   (about twice the Redis time of a plain check); keys whose path never changed pay nothing.
 //!
-//! This is `RuleLimiter::reload`'s meaning, with three differences that come from the levels
-//! living in Redis, shared by servers that reload at different times: a level is taken when the
-//! key is next read, not when the reload began (it drains at the old rate until then); a
-//! fraction of a unit is rounded up to a whole unit when the rate changes (the in-process limiter
-//! keeps it); a key that moves to another rule starts empty (the in-process limiter carries its
-//! level). While a fleet rolls a change out, servers on the old and the new rules each carry a
-//! key to their own quotas when they check it, rounding up and capping each time, so the key is
-//! limited by whichever rule checked it last.
+//! This is `RuleLimiter::reload`'s meaning, with two differences that come from the levels
+//! living in Redis, shared by servers that reload at different times: a key is carried over
+//! when it is next read, not when the reload began (its bucket refills at the old rate until
+//! then), and a key moved by more than four routing changes between two of its checks starts
+//! afresh under its new path.
+//!
+//! **Rollouts.** While a fleet rolls a change out, servers on the old and the new rules share
+//! each key. Each server carries the key to its own quotas when it checks it, never to more
+//! units than the key could admit before, so a key is limited by the rule that checked it last.
+//! For a key whose path changed, a server on the new rules takes in what servers on the old
+//! rules charged under the old path (the fuller bucket wins), and its writes keep the marked
+//! copy there current, so that both sides draw from one budget. Servers on two different new
+//! sets of rules (a second change rolled out before the first was everywhere), neither of which
+//! routes the key as the other did before, do not see each other's buckets for that key.
+//!
+//! **Redis Cluster.** A key's Redis keys under its old and its new path hash to one slot when
+//! the key has its own `{tag}` (only the key's tag can decide the slot: rule paths escape
+//! braces). Without a tag they hash apart; this crate talks to one node, and a Cluster client
+//! would have to carry such keys only when their slots agree.
+//!
+//! **Upgrading from script version 2.** Version 3 (this one) stores each rule bucket's `tau`.
+//! It reads a version 2 bucket with the meaning it was written with (its level, debt included),
+//! once, and writes it in its own form. A version 2 server does not know that form: it answers
+//! such a key with an error (its failure policy decides; by default it refuses). Upgrade the
+//! servers that share a Redis together, or accept those refusals meanwhile.
 //!
 //! # Queue mode
 //! [`RedisLimiter::reserve_n`] grants a time to go, up to `max_wait` ahead, and charges the

@@ -296,7 +296,13 @@ impl AsyncRedisLimiter {
             let name = s.redis_key(key);
             match call_keys.iter_mut().find(|k| k.name == name) {
                 Some(named) => named.times_named += 1,
-                None => call_keys.push(CallKey { name, rates: &s.rates, times_named: 1, group: 0 }),
+                None => call_keys.push(CallKey {
+                    name,
+                    rates: &s.rates,
+                    times_named: 1,
+                    group: 0,
+                    origins: Vec::new(),
+                }),
             }
         }
         let most_named = call_keys.iter().map(|k| k.times_named).max().unwrap_or(1);

@@ -248,8 +248,8 @@ impl RulesFollower {
         Ok(RulesFollower { stop, thread: Some(thread) })
     }
 
-    /// Follows the rules pushed under `prefix` and puts each version in force on `limiter`
-    /// (keeping every key's level).
+    /// Follows the rules pushed under `prefix` and puts each version in force on `limiter`,
+    /// with [`AsyncRedisRuleLimiter::reload`] (every key keeps what it could admit).
     ///
     /// ```no_run
     /// # fn f(lim: leakgate_redis::RedisRuleLimiter) -> Result<(), leakgate_redis::Error> {

@@ -1,6 +1,6 @@
 //! The server-side script: its text, the arguments of one call, and what its reply means.
 //!
-//! The script (`gcra.lua` and `gcra_general.lua`) decides one request over every bucket of its keys, all or nothing,
+//! The script (`gcra.lua`, `gcra_carry.lua` and `gcra_general.lua`) decides one request over every bucket of its keys, all or nothing,
 //! in one round trip; Redis runs scripts one at a time, so no other decision interleaves. It
 //! is sent with `EVALSHA` and loaded again (`SCRIPT LOAD`) when Redis answers `NOSCRIPT`, after
 //! a restart or a `SCRIPT FLUSH`. Each call carries its deadline on Redis's clock: a script that
@@ -12,8 +12,13 @@ use leakgate::{Admitted, Denied};
 use std::time::Duration;
 
 /// The script's source: the arguments, the reply and the fast path (`gcra.lua`), then the
-/// general path (`gcra_general.lua`).
-pub(crate) const SOURCE: &str = concat!(include_str!("gcra.lua"), include_str!("gcra_general.lua"));
+/// general path's arithmetic and carry (`gcra_carry.lua`) and the general path
+/// (`gcra_general.lua`).
+pub(crate) const SOURCE: &str = concat!(
+    include_str!("gcra.lua"),
+    include_str!("gcra_carry.lua"),
+    include_str!("gcra_general.lua")
+);
 
 /// The SHA-1 of [`SOURCE`], as `EVALSHA` wants it.
 pub(crate) fn sha() -> String {
@@ -32,6 +37,18 @@ pub(crate) struct CallKey<'a> {
     /// 0: its buckets decide with every other enforcing bucket; `g > 0`: shadow group `g`, whose
     /// buckets are charged only if they all conform, and never refuse the request.
     pub(crate) group: u32,
+    /// With rules: the key's buckets under the other paths that earlier rules gave it, which the
+    /// script takes in and keeps a marked copy at (see `gcra_general.lua`); empty otherwise.
+    pub(crate) origins: Vec<Origin>,
+}
+
+/// A rule key's buckets under a path that earlier rules gave it.
+#[derive(Debug)]
+pub(crate) struct Origin {
+    /// The Redis key under that path.
+    pub(crate) name: Vec<u8>,
+    /// How many quotas that path's rule has.
+    pub(crate) quotas: usize,
 }
 
 /// One call of the script.
@@ -55,9 +72,9 @@ pub(crate) struct Call<'a> {
     pub(crate) write: bool,
     /// Milliseconds a key lives beyond the moment its buckets are empty.
     pub(crate) expiry_slack_ms: u64,
-    /// Whether the keys hold rule buckets, each naming the rate it is kept in, carried over to
-    /// the key's quotas when they change (see `gcra_general.lua`); otherwise the key's name fixes its
-    /// quotas, and every key has the same ones in the same order.
+    /// Whether the keys hold rule buckets, each naming the quota it is kept in, carried over to
+    /// the key's quotas when they change (see `gcra_carry.lua`); otherwise the key's name fixes
+    /// its quotas, and every key has the same ones in the same order.
     pub(crate) rules: bool,
 }
 
@@ -77,9 +94,13 @@ impl Call<'_> {
             }
         }
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(sha).arg(self.keys.len());
+        let origins: usize = self.keys.iter().map(|key| key.origins.len()).sum();
+        cmd.arg(sha).arg(self.keys.len() + origins);
         for key in self.keys {
             cmd.arg(key.name.as_slice());
+            for origin in &key.origins {
+                cmd.arg(origin.name.as_slice());
+            }
         }
         match self.now_ns {
             None => cmd.arg("").arg(0),
@@ -104,12 +125,18 @@ impl Call<'_> {
             cmd.arg(key.group).arg(key.rates.len());
             let n = if self.write { self.n.saturating_mul(key.times_named) } else { 0 };
             for rate in key.rates {
-                let j = 1 + quotas.iter().position(|q| std::ptr::eq(*q, rate)).unwrap_or(0);
                 // Any cost above the burst refuses alike: one unit more keeps it in range.
                 let n = n.min(rate.burst().saturating_add(1));
                 let cost =
                     rate.split(rate.cost(n)).ok_or(Error::InvalidRequest("cost out of range"))?;
+                let j = 1 + quotas.iter().position(|q| std::ptr::eq(*q, rate)).unwrap_or(0);
                 cmd.arg(j).arg(cost.ms).arg(cost.lo);
+            }
+            if self.rules {
+                cmd.arg(key.origins.len());
+                for origin in &key.origins {
+                    cmd.arg(origin.quotas);
+                }
             }
         }
         if self.lease_want > 0 {
@@ -253,7 +280,13 @@ mod tests {
 
     fn parse(numbers: &[i64]) -> Result<Answer, Error> {
         let rates = [Rate::new("1000/s".parse().unwrap())];
-        let keys = [CallKey { name: b"k".to_vec(), rates: &rates, times_named: 1, group: 0 }];
+        let keys = [CallKey {
+            name: b"k".to_vec(),
+            rates: &rates,
+            times_named: 1,
+            group: 0,
+            origins: Vec::new(),
+        }];
         let call = Call {
             keys: &keys,
             n: 1,

@@ -78,3 +78,35 @@ fn a_following_limiter_puts_each_version_in_force() {
     }
     assert_eq!(lim.rules(), rules("api = \"1/s\"\n"));
 }
+
+/// Rules pushed through Redis (`leakgate rules push`) reach a following limiter through the same
+/// reload, so the same mapping: toggling a burst by pushes at one instant hands out no units the
+/// largest burst did not allow (before, each shrink forgave the debt and each grow refilled it).
+#[test]
+fn pushed_burst_toggles_at_one_instant_admit_no_more_than_the_largest_burst() {
+    let server = RedisServer::start();
+    let clock = support::epoch();
+    let lim = support::manual_rules(&server, rules("api = \"100/s burst 10\"\n"), &clock);
+    let _follower = RulesFollower::reloading(
+        &server.url(),
+        "leakgate:",
+        Duration::from_millis(10),
+        lim.as_async().clone(),
+    )
+    .unwrap();
+    let drain = || (0..).take_while(|_| lim.check("api/k").is_ok()).take(1000).count();
+    let mut total = drain();
+    for round in 0..6u32 {
+        let burst = if round.is_multiple_of(2) { 5 } else { 10 };
+        let pushed = rules(&format!("api = \"100/s burst {burst}\"\n"));
+        let version = push_rules(&server.url(), "leakgate:", &pushed).unwrap();
+        // Each push differs from the rules in force: wait until the follower has put it in force.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lim.rules() != pushed {
+            assert!(Instant::now() < deadline, "version {version} never put in force");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        total += drain();
+    }
+    assert!(total <= 10, "admitted {total} at one instant; no pushed quota allowed more than 10");
+}

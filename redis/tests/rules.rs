@@ -178,6 +178,10 @@ fn a_rules_key_holding_something_else_is_an_error() {
         ("k/huge-unit", "12:34@99999999999:1:0"),
         ("k/trailing", "12:34@1:1000:0,junk"),
         ("k/empty", ""),
+        ("k/mark-only", "~"),
+        ("k/half-a-tau", "12:34@1:1000:0:5"),
+        ("k/tau-lo-past-a-ms", "12:34@1:1000:0:5:1000000"),
+        ("k/two-marks", "~~12:34@1:1000:0:5:0"),
     ];
     for (key, value) in bad {
         let _: () = con.set(lim.redis_key(key).unwrap(), value).unwrap();

@@ -28,7 +28,8 @@ pub struct Config {
     pub(crate) redis_failure: leakgate_redis::FailurePolicy,
     pub(crate) rate_limit_headers: bool,
     pub(crate) watch_every: Duration,
-    pub(crate) max_connections: usize,
+    /// Caps, timeouts, authentication, TLS: set by the methods in `listen/settings.rs`.
+    pub(crate) listen: crate::listen::Settings,
 }
 
 impl Config {
@@ -50,7 +51,7 @@ impl Config {
             redis_failure: leakgate_redis::FailurePolicy::Deny,
             rate_limit_headers: false,
             watch_every: Duration::from_millis(500),
-            max_connections: 10_000,
+            listen: crate::listen::Settings::default(),
         }
     }
 
@@ -150,18 +151,6 @@ impl Config {
         self.watch_every = every;
         self
     }
-
-    /// The most RESP connections open at once (default 10,000); one more is answered with an
-    /// error and closed.
-    ///
-    /// ```
-    /// let config = leakgate_serve::Config::new("rules.toml").max_connections(100);
-    /// # let _ = config;
-    /// ```
-    pub fn max_connections(mut self, max: usize) -> Config {
-        self.max_connections = max;
-        self
-    }
 }
 
 /// Why the service could not start.
@@ -184,6 +173,12 @@ pub enum ServeError {
     Redis(String),
     /// Nothing to serve: no listener was configured.
     NoListener,
+    /// The secret could not be read (`--auth-file`).
+    Auth(String),
+    /// TLS could not be set up (`--tls-cert`, `--tls-key`, `--tls-client-ca`).
+    Tls(String),
+    /// A setting is out of its range.
+    Settings(String),
 }
 
 impl fmt::Display for ServeError {
@@ -195,6 +190,9 @@ impl fmt::Display for ServeError {
             ServeError::NoListener => {
                 f.write_str("nothing to serve: give --grpc, --resp or --http")
             }
+            ServeError::Auth(e) => write!(f, "auth file {e}"),
+            ServeError::Tls(e) => write!(f, "TLS: {e}"),
+            ServeError::Settings(e) => f.write_str(e),
         }
     }
 }

@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod auth;
 mod backend;
 mod config;
 mod costs;
@@ -42,6 +43,7 @@ mod envoy_yaml;
 mod grpc;
 mod http;
 mod limits;
+mod listen;
 mod metrics;
 mod reload;
 mod replaces;
@@ -50,6 +52,7 @@ mod rules_file;
 mod server;
 
 pub use config::{Config, ServeError};
+pub use listen::raise_open_files_limit;
 pub use rules_file::{LoadedRules, RulesError, RulesFormat};
 pub use server::{start, start_with_clock, Running, Signals};
 

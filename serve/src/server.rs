@@ -4,6 +4,7 @@
 use crate::backend::Backend;
 use crate::config::{Config, ServeError};
 use crate::limits::Limits;
+use crate::listen::Gate;
 use crate::reload;
 use crate::rules_file::{LoadedRules, RulesError, RulesFormat};
 use leakgate::{Clock, RuleLimiter, Rules, TscClock};
@@ -59,9 +60,12 @@ async fn start_inner<C: Clock + Clone + 'static>(
     clock: C,
     redis_caller_clock: bool,
 ) -> Result<Running<C>, ServeError> {
-    if config.grpc.is_none() && config.resp.is_none() && config.http.is_none() {
+    let listeners = [config.grpc, config.resp, config.http].iter().flatten().count();
+    if listeners == 0 {
         return Err(ServeError::NoListener);
     }
+    // The secret and the certificates are read, and the caps fitted, before anything listens.
+    let prepared = config.listen.prepare(listeners)?;
     // The bytes loaded are the watcher's first version: a change made from now on is seen.
     let bytes = std::fs::read(&config.rules).map_err(|e| {
         let message = format!("cannot read the file: {e}");
@@ -117,19 +121,23 @@ async fn start_inner<C: Clock + Clone + 'static>(
     if let Some(addr) = config.resp {
         let listener = bind(addr).await?;
         running.resp_addr = listener.local_addr().ok();
-        let (limits, stop) = (limits.clone(), stop.clone());
-        tasks.spawn(crate::resp::serve(listener, limits, stop, config.max_connections));
+        let gate = Gate::new(listener, prepared.cap, "resp", crate::resp::REFUSAL);
+        let (limits, stop, secret) = (limits.clone(), stop.clone(), prepared.secret.clone());
+        tasks.spawn(crate::resp::serve(gate, limits, stop, secret, prepared.deadlines));
     }
     if let Some(addr) = config.grpc {
         let listener = bind(addr).await?;
         running.grpc_addr = listener.local_addr().ok();
-        let (limits, stop) = (limits.clone(), stop.clone());
-        tasks.spawn(crate::grpc::serve(listener, limits, stop, config.rate_limit_headers));
+        // An HTTP/2 client can be told nothing before its preface: it is closed.
+        let gate = Gate::new(listener, prepared.cap, "grpc", b"");
+        let (limits, stop, headers) = (limits.clone(), stop.clone(), config.rate_limit_headers);
+        tasks.spawn(crate::grpc::serve(gate, limits, stop, headers, prepared.clone()));
     }
     if let Some(addr) = config.http {
         let listener = bind(addr).await?;
         running.http_addr = listener.local_addr().ok();
-        tasks.spawn(crate::http::serve(listener, limits.clone(), stop.clone()));
+        let gate = Gate::new(listener, prepared.cap, "http", crate::http::REFUSAL);
+        tasks.spawn(crate::http::serve(gate, limits.clone(), stop.clone(), prepared.clone()));
     }
     if let Some(url) = &config.redis {
         let follower = reload::follow_redis(limits.clone(), url, PUSH_POLL);

@@ -18,6 +18,9 @@ pub(crate) struct CompiledRules {
     /// The distinct lengths of the configured paths but `""`, longest first: the only places a
     /// key can be cut to find its rule (see [`rule_for`](Self::rule_for)).
     lengths: Vec<usize>,
+    /// Every configured path and whether its rule limits (has quotas), sorted: two sets with the
+    /// same shape send every key to the same path.
+    shape: Vec<(Box<str>, bool)>,
 }
 
 /// One rule, compiled.
@@ -79,7 +82,10 @@ impl CompiledRules {
         lengths.retain(|&len| len > 0);
         lengths.sort_unstable_by(|a, b| b.cmp(a));
         lengths.dedup();
-        Ok(CompiledRules { rules, by_path, lengths })
+        let mut shape: Vec<(Box<str>, bool)> =
+            rules.iter().map(|(path, rule)| (path.into(), !rule.quotas().is_empty())).collect();
+        shape.sort_unstable();
+        Ok(CompiledRules { rules, by_path, lengths, shape })
     }
 
     /// The rule that limits `key`, if any does: its longest configured prefix cut at `/` (as
@@ -93,6 +99,11 @@ impl CompiledRules {
         // A cut at the key's end or before a `/` (ASCII, never inside a character) is a boundary.
         let found = cut.filter_map(|&len| self.by_path.get(key.get(..len)?)).next();
         found.or_else(|| self.by_path.get("")).filter(|rule| !rule.rates.is_empty())
+    }
+
+    /// Whether every key has the same rule path under `other` as under these rules.
+    pub(crate) fn routes_alike(&self, other: &CompiledRules) -> bool {
+        self.shape == other.shape
     }
 
     /// The counts of every rule in force, by path.
@@ -111,6 +122,11 @@ impl CompiledRules {
 }
 
 impl CompiledRule {
+    /// Whether `other` has this rule's path (and so its keys' Redis keys).
+    pub(crate) fn same_path(&self, other: &CompiledRule) -> bool {
+        self.key_head == other.key_head
+    }
+
     /// The Redis key that holds `key`'s buckets under this rule.
     pub(crate) fn redis_key(&self, key: &str) -> Vec<u8> {
         let mut full = Vec::with_capacity(self.key_head.len() + key.len());

@@ -2,6 +2,7 @@
 
 use super::compiled::{CompiledRule, CompiledRules, CountsByPath};
 use super::fallback::RulesFallback;
+use super::in_force::InForce;
 use super::outcome;
 use crate::client::Client;
 use crate::config::Builder;
@@ -41,8 +42,9 @@ pub struct AsyncRedisRuleLimiter {
 /// Everything a limiter's handles share.
 struct Shared {
     client: Client,
-    /// The rules in force, swapped whole by a reload.
-    current: ArcSwap<CompiledRules>,
+    /// The rules in force (and the earlier sets that routed keys elsewhere), swapped whole by a
+    /// reload.
+    current: ArcSwap<InForce>,
     /// Each rule path's counts, kept across reloads.
     counts: CountsByPath,
     fallback: RulesFallback,
@@ -94,7 +96,7 @@ impl AsyncRedisRuleLimiter {
         let compiled = CompiledRules::new(rules, &client.prefix, &counts)?;
         let shared = Shared {
             client,
-            current: ArcSwap::from_pointee(compiled),
+            current: ArcSwap::from_pointee(InForce::new(compiled)),
             counts,
             fallback,
             reloading: Mutex::new(()),
@@ -213,7 +215,8 @@ impl AsyncRedisRuleLimiter {
 
     /// Puts `rules` in force at once: each later check is decided wholly on them, checks in
     /// flight on the rules they started with. Nothing in Redis changes here; each key's buckets
-    /// are carried over to its new quotas at its next check (see the
+    /// (under its rule's path, or an earlier one) are carried over to its new quotas at its next
+    /// check, keeping what the key could admit (see the
     /// [crate docs](crate#reloads-and-levels)). With [`FailurePolicy::Local`](crate::FailurePolicy)
     /// the local rules are reloaded too. A rule the limiter cannot enforce (a quota beyond the
     /// script's range, or one the local policy cannot divide) is an error, and the rules in
@@ -231,7 +234,9 @@ impl AsyncRedisRuleLimiter {
         let _reloading = s.reloading.lock().unwrap_or_else(PoisonError::into_inner);
         let local = s.fallback.prepare(&rules)?;
         let compiled = CompiledRules::new(rules, &s.client.prefix, &s.counts)?;
-        s.current.store(Arc::new(compiled));
+        // Loaded under `reloading`: no other reload stores in between.
+        let next = s.current.load().reloaded(compiled);
+        s.current.store(Arc::new(next));
         s.fallback.reload(local);
         Ok(())
     }
@@ -244,7 +249,7 @@ impl AsyncRedisRuleLimiter {
     /// # }
     /// ```
     pub fn rules(&self) -> Rules {
-        self.shared.current.load().rules.clone()
+        self.shared.current.load().now.rules.clone()
     }
 
     /// Each rule's counts (as [`leakgate::RuleLimiter::stats`]): requests its buckets admitted,
@@ -259,7 +264,7 @@ impl AsyncRedisRuleLimiter {
     /// # }
     /// ```
     pub fn rule_stats(&self) -> Vec<RuleStats> {
-        self.shared.current.load().stats()
+        self.shared.current.load().now.stats()
     }
 
     /// The limiter's counters (round trips, failures, policy answers, untracked keys).
@@ -282,7 +287,7 @@ impl AsyncRedisRuleLimiter {
     /// # }
     /// ```
     pub fn redis_key(&self, key: &str) -> Option<Vec<u8>> {
-        self.shared.current.load().rule_for(key).map(|rule| rule.redis_key(key))
+        self.shared.current.load().now.rule_for(key).map(|rule| rule.redis_key(key))
     }
 
     /// One script call deciding cost `n` on `keys` under the rules in force now.
@@ -292,7 +297,8 @@ impl AsyncRedisRuleLimiter {
             return Err(Error::InvalidRequest("a request needs at least one key"));
         }
         // One set of rules for the whole check, however long Redis takes.
-        let compiled = self.shared.current.load_full();
+        let in_force = self.shared.current.load_full();
+        let compiled = &in_force.now;
         let mut call_keys: Vec<CallKey<'_>> = Vec::with_capacity(keys.len());
         let mut rules: Vec<&CompiledRule> = Vec::with_capacity(keys.len());
         for key in keys {
@@ -304,7 +310,8 @@ impl AsyncRedisRuleLimiter {
             }
             // Every key of a shadow rule in one group: the rule is charged or refuses as one.
             let group = if rule.shadow { shadow_group(&rules, rule) } else { 0 };
-            call_keys.push(CallKey { name, rates: &rule.rates, times_named: 1, group });
+            let origins = in_force.origins(key, rule);
+            call_keys.push(CallKey { name, rates: &rule.rates, times_named: 1, group, origins });
             rules.push(rule);
         }
         if call_keys.is_empty() {

@@ -1,13 +1,18 @@
 //! The operator's listener: `GET /metrics` (Prometheus text), `GET /buckets` (JSON) and `GET /`
 //! (one self-contained page listing the buckets, to filter and sort; no external assets).
 //!
-//! It lists client keys: serve it where only operators reach it.
+//! It lists client keys: serve it where only operators reach it, and with a secret
+//! (`--auth-file`), which `/metrics` and `/buckets` then ask for (see `guard`, which also
+//! checks the `Host` against DNS rebinding). Connections: see `conn`.
 
 mod buckets;
+mod conn;
+mod guard;
 mod metrics;
 mod redis_buckets;
 
 use crate::limits::Limits;
+use crate::listen::{incoming, Gate, Prepared};
 use crate::metrics::Listener;
 use axum::extract::{Query, State};
 use axum::http::header::CONTENT_TYPE;
@@ -17,30 +22,37 @@ use axum::Router;
 use leakgate::Clock;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// The page, served as it is.
 const PAGE: &str = include_str!("page.html");
 
-/// Serves HTTP on `listener` until `shutdown`; then stops accepting and lets requests in flight
-/// finish.
+/// What a connection beyond the listener's cap reads before it is closed.
+pub(crate) const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+    Content-Type: text/plain\r\nContent-Length: 28\r\nConnection: close\r\n\r\n\
+    too many connections: later\n";
+
+/// Serves HTTP through `gate` until `shutdown`; then stops accepting and lets requests in
+/// flight finish.
 pub(crate) async fn serve<C: Clock + 'static>(
-    listener: TcpListener,
+    gate: Gate,
     limits: Arc<Limits<C>>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+    prepared: Prepared,
 ) {
+    let guard = guard::Guard {
+        secret: prepared.secret.clone(),
+        allowed_hosts: prepared.allowed_hosts.clone(),
+    };
     let app = Router::new()
         .route("/", get(page::<C>))
         .route("/metrics", get(prometheus::<C>))
         .route("/buckets", get(bucket_list::<C>))
-        .with_state(limits);
-    let stop = async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
-    };
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-        tracing::error!(error = %e, "HTTP listener stopped");
-    }
+        .with_state(limits)
+        .layer(axum::middleware::from_fn_with_state(guard, guard::check));
+    let deadlines = prepared.deadlines;
+    let taken = incoming(gate, prepared.http_tls.clone(), 0, deadlines);
+    conn::serve_connections(taken, app, deadlines.header, shutdown).await;
 }
 
 async fn page<C: Clock + 'static>(State(limits): State<Arc<Limits<C>>>) -> impl IntoResponse {
@@ -65,4 +77,14 @@ async fn bucket_list<C: Clock + 'static>(
     let json = buckets::render(&limits, &filter).await;
     limits.metrics.listener(Listener::Http).record(started.elapsed(), false);
     ([(CONTENT_TYPE, "application/json")], json)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_refusal_is_one_whole_response() {
+        let text = std::str::from_utf8(super::REFUSAL).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}", body.len())), "{text}");
+    }
 }

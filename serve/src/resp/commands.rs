@@ -3,10 +3,12 @@
 //! so that common client libraries connect unchanged. A connection speaks RESP2 until it sends
 //! `HELLO 3` (redis-py 8 does by default, go-redis and Lettuce try it), then RESP3.
 
-use super::{reply, throttle};
+use super::{auth, reply, throttle};
+use crate::auth::Secret;
 use crate::limits::Limits;
 use bytes::BytesMut;
 use leakgate::Clock;
+use std::sync::Arc;
 
 /// The Redis version this server presents itself as to clients that ask.
 const REDIS_VERSION: &str = "6.2.0";
@@ -46,6 +48,17 @@ pub(crate) struct Conn {
     pub(crate) queued: Option<Vec<Vec<Vec<u8>>>>,
     /// Reused for each `CL.THROTTLE` key.
     pub(crate) key_buf: String,
+    /// The service's secret, if it asks for one (`--auth-file`).
+    pub(crate) secret: Option<Arc<Secret>>,
+    /// The connection presented the secret (see `auth`).
+    pub(crate) authenticated: bool,
+}
+
+impl Conn {
+    /// Whether the connection may run any command: it presented the secret, or none is asked.
+    pub(crate) fn authenticated(&self) -> bool {
+        self.authenticated || self.secret.is_none()
+    }
 }
 
 /// What a command did to the connection.
@@ -78,6 +91,9 @@ pub(crate) async fn execute<C: Clock + 'static>(
     out: &mut BytesMut,
 ) -> Outcome {
     let name = args[0];
+    if let Some(refused) = auth::gate(conn, name, out) {
+        return refused;
+    }
     let is = |command: &[u8]| name.eq_ignore_ascii_case(command);
     if is(b"multi") {
         if conn.queued.is_some() {
@@ -180,11 +196,12 @@ async fn dispatch<C: Clock + 'static>(
             conn.name = None;
             conn.resp3 = false;
             conn.queued = None;
+            conn.authenticated = false;
             reply::simple(out, "RESET");
             OK
         }
         "hello" => hello(conn, args, out),
-        "auth" => error(out, "ERR no password is set on this server: AUTH is not needed"),
+        "auth" => auth::auth(conn, args, out),
         "client" => client(conn, args, out),
         "select" => match args.get(1).and_then(|db| throttle::parse_int(db)) {
             // One set of buckets, whichever database a client selects.
@@ -247,7 +264,10 @@ fn hello(conn: &mut Conn, args: &[&[u8]], out: &mut BytesMut) -> Outcome {
     let mut rest = args.get(2..).unwrap_or_default();
     while let [option, tail @ ..] = rest {
         if option.eq_ignore_ascii_case(b"auth") && tail.len() >= 2 {
-            return error(out, "ERR no password is set on this server: AUTH is not needed");
+            if let Err(message) = auth::hello_auth(conn, tail[0], tail[1]) {
+                return error(out, message);
+            }
+            rest = &tail[2..];
         } else if option.eq_ignore_ascii_case(b"setname") && !tail.is_empty() {
             conn.name = Some(tail[0].to_vec());
             rest = &tail[1..];

@@ -211,7 +211,7 @@ pub fn exchange(stream: &mut TcpStream, bytes: &[u8], want: &str) {
 /// `GET path` over HTTP/1.1 on a plain socket; the body (panics unless 200).
 pub fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut s = raw(addr);
-    write!(s, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
     let mut response = String::new();
     s.read_to_string(&mut response).expect("an HTTP response");
     let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
