@@ -157,7 +157,11 @@ fn the_failure_policy_answers_when_redis_is_gone() {
     let mut more = Rules::new();
     more.insert("api", [q("10/h burst 40")]);
     local.reload(more).unwrap();
-    assert!(local.check_n("api/b", 20).is_ok());
+    // The share is now burst 20: 3 units can wait (under burst 2 they never could). A key never
+    // seen opens as a key kept idle would, with the 2 it had: a larger burst adds nothing at once.
+    let wait = local.check_n("api/b", 3).unwrap_err();
+    assert!(wait.retry_after().is_some(), "{wait:?}");
+    assert!(local.check_n("api/b", 2).is_ok());
 }
 
 #[test]
