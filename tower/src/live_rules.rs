@@ -218,7 +218,7 @@ impl<C: Clock + 'static> LiveRules<C> {
     /// let mut stricter = Rules::new();
     /// stricter.insert("api", ["1/s burst 8".parse()?]);
     /// live.reload(stricter);
-    /// assert_eq!(live.limiter().check("api/alice")?.remaining(), 1); // 6 kept + 1, burst 8
+    /// assert_eq!(live.limiter().check("api/alice")?.remaining(), 3); // 4 available kept, 1 taken
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reload(&self, rules: Rules) {

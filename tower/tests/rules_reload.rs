@@ -59,12 +59,13 @@ async fn a_reload_while_serving_keeps_levels_and_applies_the_new_limits() {
     "#;
     live.reload(Rules::from_toml(second).unwrap());
 
-    // /items keeps its level of 2 under the first quota (burst 4 now); the new 6/min quota
-    // (T = 10 s) starts empty.
+    // /items keeps what it could admit under the first quota: nothing (burst 4 now: the two more
+    // units come at 1/s, a reload hands none out); the new 6/min quota (T = 10 s) starts empty.
     let policy = r#""http/items#0";q=4;w=4, "http/items#1";q=6;w=60"#;
-    assert_eq!(get(&http, &items).await, answer(200, policy, r#""http/items";r=1;t=10"#, ""));
-    assert_eq!(get(&http, &items).await, answer(200, policy, r#""http/items";r=0;t=20"#, ""));
-    assert_eq!(get(&http, &items).await, answer(429, policy, r#""http/items";r=0;t=20"#, "1"));
+    assert_eq!(get(&http, &items).await, answer(429, policy, r#""http/items";r=0;t=4"#, "1"));
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(get(&http, &items).await, answer(200, policy, r#""http/items";r=0;t=10"#, ""));
+    assert_eq!(get(&http, &items).await, answer(429, policy, r#""http/items";r=0;t=10"#, "1"));
     // No rule matches /search's key any more: admitted, untracked, nothing announced.
     for _ in 0..5 {
         assert_eq!(get(&http, &search).await, answer(200, "", "", ""));
@@ -76,10 +77,10 @@ async fn a_reload_while_serving_keeps_levels_and_applies_the_new_limits() {
     // Time refills the carried level at the new rate.
     clock.advance(Duration::from_secs(1));
     let policy = r#""http/items#0";q=4;w=4, "http/items#1";q=6;w=60"#;
-    assert_eq!(get(&http, &items).await, answer(200, policy, r#""http/items";r=0;t=29"#, ""));
-    assert_eq!(layer.counts().admitted, 13);
-    assert_eq!(layer.counts().refused, 3);
-    assert_eq!(calls.count(), 13);
+    assert_eq!(get(&http, &items).await, answer(200, policy, r#""http/items";r=0;t=19"#, ""));
+    assert_eq!(layer.counts().admitted, 12);
+    assert_eq!(layer.counts().refused, 4);
+    assert_eq!(calls.count(), 12);
 }
 
 #[tokio::test]
