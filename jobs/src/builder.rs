@@ -2,7 +2,8 @@
 
 use crate::error::Error;
 use crate::jobs::Jobs;
-use crate::store::{Policy, Store};
+use crate::retry::Policy;
+use crate::store::Store;
 use leakgate::ManualClock;
 use std::time::Duration;
 

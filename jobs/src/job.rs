@@ -270,6 +270,11 @@ pub(crate) fn to_time(ns: i64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
 }
 
+/// `later - earlier` (nanoseconds) as a duration, 0 if negative.
+pub(crate) fn since(later: i64, earlier: i64) -> Duration {
+    Duration::from_nanos(later.saturating_sub(earlier).max(0) as u64)
+}
+
 /// A duration in nanoseconds, saturating at `i64::MAX`.
 pub(crate) fn ns(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)

@@ -2,7 +2,8 @@
 
 use crate::error::Error;
 use crate::job::{Added, Job, NewJob, Outcome};
-use crate::store::{Completion, Policy, Store, Take, Taken};
+use crate::retry::Policy;
+use crate::store::{Completion, Store, Take, Taken};
 use leakgate::{Clock, ManualClock};
 use std::sync::Arc;
 use std::time::Duration;

@@ -98,6 +98,7 @@ mod job;
 mod jobs;
 mod operate;
 mod pace;
+mod retry;
 mod rules;
 mod status;
 mod store;

@@ -76,7 +76,7 @@ impl LaneRules {
         let Some(stripped) = strip_options(text)? else {
             // No option of ours: the core's parser reads the text as written.
             return Ok(LaneRules {
-                rules: Rules::from_toml(text).map_err(RulesError::from)?,
+                rules: Rules::from_toml(text)?,
                 limits: BTreeMap::new(),
                 text: text.to_string(),
             });
@@ -102,7 +102,7 @@ impl LaneRules {
     pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, RulesError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| {
-            RulesError::from_message(format!("cannot read rules file {}: {e}", path.display()))
+            RulesError::new(None, None, format!("cannot read rules file {}: {e}", path.display()))
         })?;
         Self::from_toml(&text)
     }
@@ -240,89 +240,25 @@ fn line_of(text: &str, path: &str) -> Option<usize> {
 fn relocate(text: &str, e: RulesFileError) -> RulesError {
     match e.rule() {
         Some(path) => error_at(line_of(text, path), path, e.message()),
-        None => e.into(),
+        None => e,
     }
 }
 
 fn error_at(line: Option<usize>, path: &str, message: &str) -> RulesError {
-    RulesError { line, rule: Some(path.to_string()), message: message.to_string() }
+    RulesError::new(line, Some(path), message)
 }
 
-/// Why lane rules were refused: where, for which rule, and what is wrong.
+/// Why lane rules were refused: where, for which rule, and what is wrong. The core's
+/// [`RulesFileError`]: errors in this crate's options read as errors in the core's format do.
 ///
 /// ```
 /// let e = leakgate_jobs::LaneRules::from_toml("a = \"1/s\"\nb = \"5/fortnight\"").unwrap_err();
 /// assert_eq!((e.line(), e.rule()), (Some(2), Some("b")));
 /// assert!(e.to_string().contains("fortnight"));
+/// let e = leakgate_jobs::LaneRules::from_toml("a = { max_waiting = -1 }").unwrap_err();
+/// assert!(e.message().contains("max_waiting"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RulesError {
-    line: Option<usize>,
-    rule: Option<String>,
-    message: String,
-}
-
-impl RulesError {
-    /// The line (from 1) the error is on, when it is in the text.
-    ///
-    /// ```
-    /// assert_eq!(leakgate_jobs::LaneRules::from_toml("a = [").unwrap_err().line(), Some(1));
-    /// ```
-    pub fn line(&self) -> Option<usize> {
-        self.line
-    }
-
-    /// The path of the rule at fault, when there is one.
-    ///
-    /// ```
-    /// let e = leakgate_jobs::LaneRules::from_toml("a = 5").unwrap_err();
-    /// assert_eq!(e.rule(), Some("a"));
-    /// ```
-    pub fn rule(&self) -> Option<&str> {
-        self.rule.as_deref()
-    }
-
-    /// What is wrong, naming the bad part.
-    ///
-    /// ```
-    /// let e = leakgate_jobs::LaneRules::from_toml("a = { max_waiting = -1 }").unwrap_err();
-    /// assert!(e.message().contains("max_waiting"));
-    /// ```
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl RulesError {
-    /// An error about the rules as a whole (no line, no rule).
-    pub(crate) fn from_message(message: String) -> Self {
-        RulesError { line: None, rule: None, message }
-    }
-}
-
-impl From<RulesFileError> for RulesError {
-    fn from(e: RulesFileError) -> Self {
-        RulesError {
-            line: e.line(),
-            rule: e.rule().map(str::to_string),
-            message: e.message().into(),
-        }
-    }
-}
-
-impl fmt::Display for RulesError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(line) = self.line {
-            write!(f, "line {line}: ")?;
-        }
-        if let Some(rule) = &self.rule {
-            write!(f, "rule {rule:?}: ")?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for RulesError {}
+pub type RulesError = RulesFileError;
 
 #[cfg(test)]
 mod tests {
@@ -357,5 +293,20 @@ mod tests {
         assert!(e.to_string().contains("fortnight"), "{e}");
         let e = LaneRules::from_toml("a = [").unwrap_err();
         assert_eq!(e.line(), Some(1));
+    }
+
+    #[test]
+    fn messages_read_as_before_the_core_type_carried_them() {
+        let e = LaneRules::from_toml("a = \"1/s\"\nb = { quota = \"1/s\", max_in_flight = 0 }\n");
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "line 2: rule \"b\": max_in_flight must be a whole number, at least 1, found 0"
+        );
+        let e = LaneRules::from_toml("a = \"1/s\"\nb = \"5/fortnight\"").unwrap_err();
+        assert!(e.to_string().starts_with("line 2: rule \"b\": "), "{e}");
+        let missing = std::env::temp_dir().join("leakgate-jobs-no-such-dir/rules.toml");
+        let e = LaneRules::from_file(&missing).unwrap_err();
+        assert!(e.to_string().starts_with("cannot read rules file "), "{e}");
+        assert_eq!((e.line(), e.rule()), (None, None));
     }
 }

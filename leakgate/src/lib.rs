@@ -218,6 +218,7 @@ mod bucket;
 mod clock;
 mod decision;
 pub mod docs;
+mod exact;
 mod gcra;
 #[cfg(feature = "std")]
 mod keyed;
@@ -241,6 +242,7 @@ pub use clock::Clock;
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
 pub use decision::{Admitted, Denied};
+pub use exact::ExactRate;
 #[cfg(feature = "std")]
 pub use keyed::{
     CapacityError, KeyState, KeyedLimiter, OverflowPolicy, DEFAULT_CAPACITY, MAX_CAPACITY,

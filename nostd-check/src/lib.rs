@@ -1,7 +1,7 @@
 //! A `#![no_std]` crate built on leakgate with its default features off: it uses every item of
 //! the core that needs no `std` (quotas parsed from text and printed, their errors, a [`Limiter`]
 //! and the colour meters [`SrTcm`] and [`TrTcm`] on a clock the caller sets once per burst,
-//! shared or held by one owner), so
+//! shared or held by one owner, a quota's exact units for stored state, [`ExactRate`]), so
 //! that CI, building it for a target that has no `std` at all (`x86_64-unknown-none`), fails if
 //! a `std` creeps into leakgate's core or its dependencies. With the feature `alloc` it also uses
 //! what needs an allocator ([`leakgate::ManualClock`], a `Clock` for `Arc`).
@@ -21,8 +21,8 @@ extern crate std;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 use leakgate::{
-    Admitted, Clock, Color, Denied, Limiter, MeterError, ParseMessage, Quota, QuotaError, SrTcm,
-    TrTcm, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND,
+    Admitted, Clock, Color, Denied, ExactRate, Limiter, MeterError, ParseMessage, Quota,
+    QuotaError, SrTcm, TrTcm, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND,
 };
 
 /// Time as a packet loop reads it, once per burst: nanoseconds since the loop's origin, set by
@@ -232,6 +232,15 @@ pub fn quotas_at_the_limits() -> Result<[Quota; 3], QuotaError> {
         Quota::bytes_per_second(MAX_BYTE_RATE_PER_SECOND)?,
         Quota::new(3, core::time::Duration::from_millis(1500), 1)?.with_burst(2)?,
     ])
+}
+
+/// A bucket of `quota` kept outside the process (a device's flash, a peer's table): its TAT
+/// after `n` units charged at `now_ns` to an empty bucket, as whole nanoseconds and the rest in
+/// the quota's exact units ([`ExactRate`]), and the units that still conform then.
+pub fn stored_after(quota: Quota, now_ns: u64, n: u64) -> ((u128, u64), u64) {
+    let rate = ExactRate::new(quota);
+    let backlog = rate.cost(n);
+    (rate.split_ns(rate.ns_to_units(now_ns) + backlog), rate.remaining(backlog))
 }
 
 /// With an allocator: a limiter on leakgate's `ManualClock`, shared through an `Arc`.

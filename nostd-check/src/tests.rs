@@ -184,6 +184,14 @@ fn a_manual_clock_through_an_arc() {
 }
 
 /// A fixed buffer for text, as a program without an allocator would write into.
+#[test]
+fn exact_units_for_stored_state() {
+    // 3 a second: thirds of a nanosecond. Two units at 1 s leave the TAT 2/3 s on.
+    let q: Quota = "3/s".parse().unwrap();
+    assert_eq!(stored_after(q, SECOND, 2), ((SECOND as u128 + 666_666_666, 2), 1));
+    assert_eq!(stored_after(q, 0, 3), ((SECOND as u128, 0), 0));
+}
+
 #[derive(Default)]
 struct Fixed {
     bytes: Vec<u8>,

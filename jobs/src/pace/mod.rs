@@ -6,28 +6,17 @@
 //! here is pure: the stores load the stored buckets in the claiming transaction, ask this module,
 //! and write back what it says. Time is nanoseconds since the Unix epoch (the database's clock).
 
-mod rate;
+mod stored;
 
-use leakgate::Quota;
-use rate::Rate;
+use leakgate::{ExactRate, Quota};
+pub(crate) use stored::StoredBucket;
+use stored::{ns_at, units_at};
 
-/// A bucket as a row of the `pace` table: the quota it was charged under and its TAT.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StoredBucket {
-    /// The quota's count, period (ns) and burst; `u64`s kept bit for bit in `BIGINT`s.
-    pub(crate) count: i64,
-    pub(crate) period_ns: i64,
-    pub(crate) burst: i64,
-    /// The TAT: `tat_ns + tat_frac / D` ns since the epoch, `0 <= tat_frac < D`.
-    pub(crate) tat_ns: i64,
-    pub(crate) tat_frac: i64,
-}
-
-/// One bucket, loaded: its rate and its TAT in the rate's units.
+/// One bucket, loaded: its quota's exact units (see [`leakgate::ExactRate`]) and its TAT in
+/// them.
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
-    rate: Rate,
-    burst: u64,
+    rate: ExactRate,
     tat: u128,
 }
 
@@ -56,10 +45,9 @@ impl LanePace {
             .iter()
             .enumerate()
             .map(|(i, quota)| {
-                let rate = Rate::new(quota);
-                let burst = quota.burst();
-                let tat = stored.get(i).map_or(0, |row| carry(&rate, burst, row, now));
-                Bucket { rate, burst, tat }
+                let rate = ExactRate::new(*quota);
+                let tat = stored.get(i).map_or(0, |row| carry(&rate, row, now));
+                Bucket { rate, tat }
             })
             .collect();
         LanePace { buckets }
@@ -73,7 +61,7 @@ impl LanePace {
     /// The first clock reading (ns) at which one more run conforms to every bucket (0 when
     /// unpaced).
     pub(crate) fn allowed_at(&self) -> i64 {
-        self.buckets.iter().map(|b| b.rate.ns_ceil(b.allowed())).max().unwrap_or(0)
+        self.buckets.iter().map(|b| ns_at(&b.rate, b.allowed())).max().unwrap_or(0)
     }
 
     /// Charges one run at `now` to every bucket if it conforms to all of them; otherwise
@@ -84,7 +72,7 @@ impl LanePace {
             return Err(allowed);
         }
         for b in &mut self.buckets {
-            b.tat = b.tat.max(b.rate.at(now)).saturating_add(b.rate.interval());
+            b.tat = b.tat.max(units_at(&b.rate, now)).saturating_add(b.rate.interval());
         }
         Ok(())
     }
@@ -93,53 +81,33 @@ impl LanePace {
     /// made full at `until` (`TAT >= until + tau - T`), so the lane resumes at its steady rate.
     pub(crate) fn push_back(&mut self, until: i64) {
         for b in &mut self.buckets {
-            let full = b.rate.at(until).saturating_add(b.rate.tau() - b.rate.interval());
+            let full = units_at(&b.rate, until).saturating_add(b.rate.tau() - b.rate.interval());
             b.tat = b.tat.max(full);
         }
     }
 
     /// The rows to store, one per quota, in order.
     pub(crate) fn stored(&self) -> Vec<StoredBucket> {
-        self.buckets
-            .iter()
-            .map(|b| {
-                let (tat_ns, tat_frac) = b.rate.split(b.tat);
-                StoredBucket {
-                    count: b.rate.count as i64,
-                    period_ns: b.rate.period_ns as i64,
-                    burst: b.burst as i64,
-                    tat_ns,
-                    tat_frac,
-                }
-            })
-            .collect()
+        self.buckets.iter().map(|b| StoredBucket::new(&b.rate, b.tat)).collect()
     }
 }
 
 /// A stored row's TAT in `rate`'s units (see [`LanePace::load`]).
-fn carry(rate: &Rate, burst: u64, row: &StoredBucket, now: i64) -> u128 {
-    let now_units = rate.at(now);
+fn carry(rate: &ExactRate, row: &StoredBucket, now: i64) -> u128 {
+    let now_units = units_at(rate, now);
     let full = now_units.saturating_add(rate.tau());
-    if rate.same_rate(row.count as u64, row.period_ns as u64) {
-        let tat = rate.join(row.tat_ns, row.tat_frac);
+    if row.counts_in(rate) {
+        let tat = row.tat(rate);
         // The same burst: kept exactly, even past `now + tau` (a clock that went backwards must
         // not hand out a fresh burst). Another burst: the level is capped at the new one.
-        return if row.burst as u64 == burst { tat } else { tat.min(full) };
+        return if row.burst as u64 == rate.quota().burst() { tat } else { tat.min(full) };
     }
-    let Ok(old) = Quota::new(
-        row.count as u64,
-        std::time::Duration::from_nanos(row.period_ns as u64),
-        (row.burst as u64).max(1),
-    ) else {
+    let Some(old) = row.rate() else {
         return full; // an unreadable row: the safe side is a full bucket
     };
-    let old = Rate::new(&old);
-    let backlog = old.join(row.tat_ns, row.tat_frac).saturating_sub(old.at(now));
-    // level = backlog / T_old, in the new units: backlog * T_new / T_old, rounded up.
-    let carried = backlog
-        .checked_mul(rate.interval())
-        .map_or(rate.tau(), |scaled| scaled.div_ceil(old.interval()));
-    now_units.saturating_add(carried.min(rate.tau()))
+    let backlog = row.tat(&old).saturating_sub(units_at(&old, now));
+    // level = backlog / T_old, in the new units, rounded up; capped at the new burst.
+    now_units.saturating_add(old.backlog_in(backlog, rate).min(rate.tau()))
 }
 
 #[cfg(test)]

@@ -2,14 +2,15 @@
 //!
 //! Both keep the same tables (see `schema` in each) and do the same thing in each operation; the
 //! decisions that are not SQL (pace, retry delays, which outcome a run gets) are made by the
-//! shared pure code in [`crate::pace`] and here, so the stores differ only in how they lock and
-//! talk to their database.
+//! shared pure code in [`crate::pace`] and [`crate::retry`], so the stores differ only in how
+//! they lock and talk to their database.
 
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
 use crate::error::Error;
 use crate::job::{Added, Job, NewJob, Outcome};
+use crate::retry::Policy;
 use crate::rules::LaneRules;
 use crate::status::{DeadJob, LaneStatus, Requeue, Run};
 use std::sync::{Arc, Mutex};
@@ -27,38 +28,9 @@ pub(crate) mod state {
     pub(crate) const DONE: i64 = 3;
     /// Failed `max_attempts` times.
     pub(crate) const DEAD: i64 = 4;
-}
 
-/// How failed runs are retried, and how long a lease lasts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Policy {
-    pub(crate) max_attempts: u32,
-    pub(crate) backoff: Duration,
-    pub(crate) lease: Duration,
-}
-
-impl Policy {
-    /// The wait before the next run after `failures` failed runs (from 1): the backoff doubled
-    /// for each failure after the first, plus up to a quarter of it at random (jitter), so that
-    /// many jobs failing together do not come back together. Saturates.
-    pub(crate) fn retry_delay_ns(&self, failures: u32, seed: u64) -> i64 {
-        let base = crate::job::ns(self.backoff);
-        let doubled = base.saturating_mul(1i64 << failures.saturating_sub(1).min(40));
-        let jitter = (mix(seed) % 1024) as i64;
-        doubled.saturating_add(doubled / 4 / 1024 * jitter)
-    }
-
-    /// Whether a job with this many failures is dead.
-    pub(crate) fn is_dead(&self, failures: i64) -> bool {
-        failures >= i64::from(self.max_attempts)
-    }
-}
-
-/// A 64-bit mixer (splitmix64's finaliser), for jitter.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+    // Both stores' SQL (schema indexes, every query) names the states by these numbers.
+    const _: () = assert!(READY == 0 && SCHEDULED == 1 && RUNNING == 2 && DONE == 3 && DEAD == 4);
 }
 
 /// A run's outcome for job `id` at run `attempt` (the fence), in `lane`.
@@ -179,7 +151,7 @@ impl Store {
 
     pub(crate) async fn take(&self, take: Take) -> Result<Taken, Error> {
         match self {
-            Store::Sqlite(s) => s.run(move |c, r| sqlite::claim::take(c, &take, r)).await,
+            Store::Sqlite(s) => s.run(move |c, r| sqlite::take::take(c, &take, r)).await,
             Store::Postgres(p) => p.take(take).await,
         }
     }

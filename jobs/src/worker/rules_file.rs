@@ -77,13 +77,13 @@ impl RulesFile {
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| {
-        Error::Rules(RulesError::from_message(format!("cannot read {}: {e}", path.display())))
+        Error::Rules(RulesError::new(None, None, format!("cannot read {}: {e}", path.display())))
     })
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<LaneRules, Error> {
     let text = std::str::from_utf8(bytes).map_err(|_| {
-        Error::Rules(RulesError::from_message(format!("{} is not UTF-8 text", path.display())))
+        Error::Rules(RulesError::new(None, None, format!("{} is not UTF-8 text", path.display())))
     })?;
     Ok(LaneRules::from_toml(text)?)
 }

@@ -43,6 +43,19 @@ impl RulesFileError {
         RulesFileError { line, rule: rule.map(str::to_string), message }
     }
 
+    /// An error at `line` (from 1) of a rules text, for `rule`, saying `message`: for a format
+    /// built on this one (a crate that adds options of its own to the rules TOML, as
+    /// `leakgate-jobs` does) that reports its errors as this type.
+    ///
+    /// ```
+    /// let e = leakgate::RulesFileError::new(Some(2), Some("b"), "max_in_flight must be 1 or more");
+    /// assert_eq!(e.to_string(), "line 2: rule \"b\": max_in_flight must be 1 or more");
+    /// assert_eq!(leakgate::RulesFileError::new(None, None, "no file").to_string(), "no file");
+    /// ```
+    pub fn new(line: Option<usize>, rule: Option<&str>, message: impl Into<String>) -> Self {
+        RulesFileError { line, rule: rule.map(str::to_string), message: message.into() }
+    }
+
     /// The line (from 1) the error is on, when it is in the text.
     ///
     /// ```

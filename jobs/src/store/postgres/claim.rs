@@ -1,127 +1,198 @@
-//! The claim on PostgreSQL: the same steps as SQLite's (record outcomes, take back expired
-//! leases, promote due jobs, take jobs round-robin charging each run to its lane), in one
-//! transaction, with a fixed number of round trips whatever the number of jobs (arrays).
-//! It waits for no lane: lanes another session holds are left for a later claim.
+//! Serving lanes in the claim transaction: lock the candidate lanes, read the clock, take one job
+//! per lane per turn as the lanes' pace and `max_in_flight` allow, charging each run to its
+//! lane's buckets, and store what changed, in a fixed number of round trips.
 
-use super::record::{apply, complete, lock_lanes, maintain};
-use super::serve::claim;
-use super::{CHANNEL, CLOCK_NS, Postgres, retrying, typed_one};
+use super::lanes::{load_pace, save_pace};
+use super::now;
 use crate::error::Error;
+use crate::job::{Job, ns};
+use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
-use crate::store::{RulesCache, Take, Taken};
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use crate::store::Take;
+use std::collections::HashMap;
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
-/// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
-/// maintenance then, and the rules' version: one round trip.
-const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
-    EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
-        AND (max_in_flight IS NULL OR running < max_in_flight)) \
-    OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
-    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now), \
-    COALESCE((SELECT version FROM rules WHERE id = 1), 0) FROM t";
-impl Postgres {
-    pub(crate) async fn take(&self, take: Take) -> Result<Taken, Error> {
-        self.mark_seen();
-        retrying!(super::retryable, self.try_take(&take).await)
-    }
+/// A lane's ready job: id, payload, attempt, key, due time.
+type Head = (i64, Vec<u8>, i64, Option<String>, i64);
 
-    async fn try_take(&self, take: &Take) -> Result<Taken, Error> {
-        let mut guard = self.client().await?;
-        let client = guard.as_mut().expect("connected");
-        let look = LOOK.replace("CLOCK", CLOCK_NS);
-        if take.completions.is_empty() && take.look_first {
-            // A look without locks first: nothing due, nothing to record, no transaction.
-            let row = typed_one(&*client, &look, &[(&take.now, Type::INT8)]).await?;
-            let (now, due, version): (i64, bool, i64) = (row.get(0), row.get(1), row.get(2));
-            if !due && version == self.rules.version() {
-                let (wake, remaining) = outlook(&*client, now).await?;
-                return Ok(Taken { now, wake, remaining, ..Taken::default() });
+/// One locked candidate lane during a claim.
+struct Lane {
+    name: String,
+    pace: LanePace,
+    stored: Vec<StoredBucket>,
+    heads: Vec<Head>,
+    took: usize,
+    served: Option<i64>,
+    refused_until: Option<i64>,
+    heal: bool,
+    max_in_flight: Option<i64>,
+}
+
+/// Takes up to `take.max` jobs: locks the candidate lanes (skipping those another claim holds),
+/// reads the clock, then serves them one job per turn as SQLite does.
+pub(super) async fn claim(
+    tx: &impl GenericClient,
+    txn_now: i64,
+    take: &Take,
+    rules: &LaneRules,
+    out: &mut Vec<Job>,
+) -> Result<(), Error> {
+    let max = take.max;
+    if max == 0 {
+        return Ok(());
+    }
+    let rows = tx
+        .query_typed(
+            "SELECT lane, ready, running, max_in_flight FROM lanes WHERE ready > 0 AND next_slot <= $1 \
+             AND paused_until <= $1 AND (max_in_flight IS NULL OR running < max_in_flight) \
+             ORDER BY served, lane LIMIT $2 FOR UPDATE SKIP LOCKED",
+            &[(&txn_now, Type::INT8), (&(max as i64), Type::INT8)],
+        )
+        .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // The clock, read after the lanes are locked: every earlier charge to them is committed.
+    let now = now(tx, take.now).await?;
+    let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let stored = load_pace(tx, &name_refs).await?;
+    let mut lanes = Vec::new();
+    let (mut want_lane, mut want_n) = (vec![], vec![]);
+    for row in &rows {
+        let name: String = row.get(0);
+        let (ready, running): (i64, i64) = (row.get(1), row.get(2));
+        let max_in_flight =
+            rules.limits(&name).max_in_flight.map(|n| n.min(i64::MAX as u64) as i64);
+        let room = max_in_flight.map_or(ready, |m| (m - running).clamp(0, ready)).min(max as i64);
+        let stored = stored.get(&name).cloned().unwrap_or_default();
+        let pace = LanePace::load(rules.pace(&name).1, &stored, now);
+        // How many the pace lets go now.
+        let mut trial = pace.clone();
+        let mut fits = 0;
+        while fits < room && trial.admit(now).is_ok() {
+            fits += 1;
+        }
+        let refused_until = (room > 0 && fits == 0).then(|| pace.allowed_at());
+        want_lane.push(name.clone());
+        want_n.push(fits);
+        lanes.push(Lane {
+            name,
+            pace,
+            stored,
+            heads: vec![],
+            took: 0,
+            served: None,
+            refused_until,
+            heal: false,
+            max_in_flight,
+        });
+    }
+    let heads = tx
+        .query(
+            "SELECT w.lane, j.id, j.payload, j.attempt, j.key, j.run_at \
+             FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS w(lane, n, ord) \
+             CROSS JOIN LATERAL (SELECT id, payload, attempt, key, run_at FROM jobs \
+                 WHERE jobs.lane = w.lane AND state = 0 ORDER BY id LIMIT w.n) j ORDER BY w.ord, j.id",
+            &[&want_lane, &want_n],
+        )
+        .await?;
+    let index: HashMap<String, usize> =
+        lanes.iter().enumerate().map(|(i, l)| (l.name.clone(), i)).collect();
+    for r in heads {
+        let lane: String = r.get(0);
+        lanes[index[&lane]].heads.push((r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)));
+    }
+    for (lane, &n) in lanes.iter_mut().zip(&want_n) {
+        lane.heal = n > 0 && lane.heads.is_empty();
+    }
+    // Turns: one job from each lane in order, again and again, as long as any can give one.
+    let stamps: Vec<i64> = tx
+        .query(
+            "SELECT nextval('leakgate_jobs_served') FROM generate_series(1, $1::bigint)",
+            &[&(max as i64)],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let lease_until = now.saturating_add(ns(take.policy.lease));
+    let (mut run_job, mut run_attempt, mut run_lane, mut run_slot) =
+        (vec![], vec![], vec![], vec![]);
+    'turns: loop {
+        let mut progressed = false;
+        for lane in lanes.iter_mut() {
+            if out.len() == max {
+                break 'turns;
             }
+            if lane.took == lane.heads.len() {
+                continue;
+            }
+            let pace_slot = lane.pace.allowed_at();
+            if lane.pace.admit(now).is_err() {
+                continue;
+            }
+            let (id, payload, attempt, key, run_at) = lane.heads[lane.took].clone();
+            lane.took += 1;
+            lane.served = Some(stamps[out.len()]);
+            let slot = pace_slot.max(run_at);
+            run_job.push(id);
+            run_attempt.push(attempt + 1);
+            run_lane.push(lane.name.clone());
+            run_slot.push(slot);
+            out.push(Job {
+                id,
+                lane: lane.name.clone(),
+                payload,
+                attempt: (attempt + 1) as u32,
+                key,
+                started_ns: now,
+                slot_ns: slot,
+                deadline: None,
+            });
+            progressed = true;
         }
-        let tx = client.transaction().await?;
-        let row = typed_one(&tx, &look, &[(&take.now, Type::INT8)]).await?;
-        let (now, version): (i64, i64) = (row.get(0), row.get(2));
-        let rules = rules_at(&tx, &self.rules, version).await?;
-        let mut taken = Taken { now, ..Taken::default() };
-        let mut lanes = BTreeMap::new();
-        // The lanes to record and maintain, those another session holds left out.
-        let held = lock_lanes(&tx, &take.completions, now).await?;
-        let (record, deferred) =
-            take.completions.iter().cloned().partition::<Vec<_>, _>(|c| held.contains(&c.lane));
-        taken.deferred = deferred;
-        complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
-        maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken).await?;
-        apply(&tx, &lanes, now, &rules).await?;
-        claim(&tx, now, take, &rules, &mut taken.jobs).await?;
-        (taken.wake, taken.remaining) = outlook(&tx, now).await?;
-        // Wake other workers when a limited lane has room again, or the queue is empty.
-        let freed = lanes
-            .iter()
-            .any(|(lane, d)| d.running < 0 && rules.limits(lane).max_in_flight.is_some());
-        if freed || (taken.remaining == 0 && !record.is_empty()) {
-            tx.batch_execute(&format!("NOTIFY {CHANNEL}")).await?;
+        if !progressed {
+            break;
         }
-        tx.commit().await?;
-        Ok(taken)
     }
-}
-/// The caller's time, or the server's.
-pub(crate) async fn now(client: &impl GenericClient, caller: Option<i64>) -> Result<i64, Error> {
-    match caller {
-        Some(t) => Ok(t),
-        None => Ok(typed_one(client, &format!("SELECT {CLOCK_NS}"), &[]).await?.get(0)),
+    if !run_job.is_empty() {
+        tx.execute(
+            "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = $2, started_at = $3 WHERE id = ANY($1)",
+            &[&run_job, &lease_until, &now],
+        )
+        .await?;
+        let starts = vec![now; run_job.len()];
+        tx.execute(
+            "INSERT INTO runs SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) \
+             ON CONFLICT DO NOTHING",
+            &[&run_job, &run_attempt, &run_lane, &run_slot, &starts],
+        )
+        .await?;
     }
-}
-
-async fn version(client: &impl GenericClient) -> Result<i64, Error> {
-    let row = client.query_opt("SELECT version FROM rules WHERE id = 1", &[]).await?;
-    Ok(row.map_or(0, |r| r.get(0)))
-}
-
-/// The rules stored in the database (cached by version).
-pub(crate) async fn current_rules(
-    client: &impl GenericClient,
-    cache: &RulesCache,
-) -> Result<Arc<LaneRules>, Error> {
-    let v = version(client).await?;
-    rules_at(client, cache, v).await
-}
-
-/// The rules of version `v` (cached; read when the version is new).
-async fn rules_at(
-    client: &impl GenericClient,
-    cache: &RulesCache,
-    v: i64,
-) -> Result<Arc<LaneRules>, Error> {
-    if v == cache.version() {
-        return cache.get(v, || unreachable!("the cached version"));
+    let paced: Vec<(String, Vec<StoredBucket>)> = lanes
+        .iter()
+        .filter(|l| l.pace.is_paced() && (l.took > 0 || l.pace.stored() != l.stored))
+        .map(|l| (l.name.clone(), l.pace.stored()))
+        .collect();
+    if !paced.is_empty() {
+        save_pace(tx, &paced).await?;
     }
-    let text: String = match client.query_opt("SELECT text FROM rules WHERE id = 1", &[]).await? {
-        Some(row) => row.get(0),
-        None => String::new(),
-    };
-    cache.get(v, || Ok(text))
-}
-/// When something may next become takeable, and how many jobs are waiting or running.
-pub(crate) async fn outlook(
-    client: &impl GenericClient,
-    now: i64,
-) -> Result<(Option<i64>, i64), Error> {
-    let row = typed_one(
-        client,
-        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
-                     AND (max_in_flight IS NULL OR running < max_in_flight)), \
-                    (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
-                    (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
-                    (SELECT COALESCE(SUM(ready + scheduled + running), 0)::bigint FROM lanes)",
-        &[],
+    let names: Vec<&str> = lanes.iter().map(|l| l.name.as_str()).collect();
+    let took: Vec<i64> = lanes.iter().map(|l| l.took as i64).collect();
+    let served: Vec<Option<i64>> = lanes.iter().map(|l| l.served).collect();
+    let next: Vec<i64> =
+        lanes.iter().map(|l| l.refused_until.unwrap_or_else(|| l.pace.allowed_at())).collect();
+    let heal: Vec<bool> = lanes.iter().map(|l| l.heal).collect();
+    let limits: Vec<Option<i64>> = lanes.iter().map(|l| l.max_in_flight).collect();
+    tx.execute(
+        "UPDATE lanes l SET ready = CASE WHEN d.heal THEN 0 ELSE l.ready - d.n END, running = l.running + d.n, \
+         served = COALESCE(d.served, l.served), next_slot = d.next, max_in_flight = d.mif \
+         FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bool[], $6::bigint[]) \
+         AS d(lane, n, served, next, heal, mif) WHERE l.lane = d.lane",
+        &[&names, &took, &served, &next, &heal, &limits],
     )
     .await?;
-    let (slot, due, lease): (Option<i64>, Option<i64>, Option<i64>) =
-        (row.get(0), row.get(1), row.get(2));
-    let wake = [slot, due, lease].into_iter().flatten().min().map(|t| t.max(now));
-    Ok((wake, row.get(3)))
+    Ok(())
 }

@@ -23,13 +23,21 @@
 //! * **Waking up.** One extra connection `LISTEN`s on `leakgate_jobs`; adds, requeues, new rules
 //!   and completions that free a limited lane `NOTIFY` it.
 //! * **TLS.** Not in this version: connect over loopback or a private network.
+//!
+//! The files are those of the SQLite store, step for step: `schema` (migrations), `take` (the
+//! claim transaction: `take`, `outlook`), `record` (`complete`, `maintain`), `claim` (serve
+//! lanes round-robin), `lanes` (counters and pace rows: `bump`, `load_pace`, `save_pace`,
+//! `push_back`, and what SQLite needs not: `lock_lanes`, and `apply` for counter changes
+//! gathered over a transaction), `ops` (`add`, `renew`, rules, `requeue`, `purge`), `report`
+//! (`status`, `dead`, `runs`).
 
 mod claim;
+mod lanes;
 mod ops;
 mod record;
 mod report;
 mod schema;
-mod serve;
+mod take;
 
 use super::RulesCache;
 use crate::error::Error;
@@ -275,6 +283,17 @@ macro_rules! retrying {
     };
 }
 pub(crate) use retrying;
+
+/// The caller's time, or the server's.
+pub(crate) async fn now(
+    client: &impl tokio_postgres::GenericClient,
+    caller: Option<i64>,
+) -> Result<i64, Error> {
+    match caller {
+        Some(t) => Ok(t),
+        None => Ok(typed_one(client, &format!("SELECT {CLOCK_NS}"), &[]).await?.get(0)),
+    }
+}
 
 /// Runs a statement that returns one row with its parameters' types given, so that it goes to
 /// the server in one round trip (text given to `query` is prepared first: a round trip more).

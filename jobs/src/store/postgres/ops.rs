@@ -1,11 +1,12 @@
 //! Adding jobs, renewing leases, rules, requeue and purge on PostgreSQL.
 
-use super::claim::{current_rules, now};
-use super::{CHANNEL, Postgres, retrying};
+use super::lanes::bump;
+use super::{CHANNEL, Postgres, now, retrying};
 use crate::error::Error;
 use crate::job::{Added, NewJob, ns};
 use crate::rules::LaneRules;
 use crate::status::Requeue;
+use crate::store::RulesCache;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -276,30 +277,33 @@ async fn insert_plain(
     Ok(())
 }
 
-/// Moves `n` jobs of each lane from counter `from` to counter `to` (lanes locked in order).
-async fn bump(
-    tx: &impl GenericClient,
-    lanes: &BTreeMap<String, i64>,
-    from: &str,
-    to: &str,
-) -> Result<(), Error> {
-    if lanes.is_empty() {
-        return Ok(());
+/// The version of the rules stored in the database (0: none ever stored).
+async fn version(client: &impl GenericClient) -> Result<i64, Error> {
+    let row = client.query_opt("SELECT version FROM rules WHERE id = 1", &[]).await?;
+    Ok(row.map_or(0, |r| r.get(0)))
+}
+
+/// The rules stored in the database (cached by version).
+async fn current_rules(
+    client: &impl GenericClient,
+    cache: &RulesCache,
+) -> Result<Arc<LaneRules>, Error> {
+    let v = version(client).await?;
+    rules_at(client, cache, v).await
+}
+
+/// The rules of version `v` (cached; read when the version is new).
+pub(super) async fn rules_at(
+    client: &impl GenericClient,
+    cache: &RulesCache,
+    v: i64,
+) -> Result<Arc<LaneRules>, Error> {
+    if v == cache.version() {
+        return cache.get(v, || unreachable!("the cached version"));
     }
-    let names: Vec<&str> = lanes.keys().map(String::as_str).collect();
-    let counts: Vec<i64> = lanes.values().copied().collect();
-    tx.query("SELECT lane FROM lanes WHERE lane = ANY($1) ORDER BY lane FOR UPDATE", &[&names])
-        .await?;
-    let sql = if from == to {
-        format!(
-            "UPDATE lanes l SET {from} = l.{from} - d.n FROM unnest($1::text[], $2::bigint[]) AS d(lane, n) WHERE l.lane = d.lane"
-        )
-    } else {
-        format!(
-            "UPDATE lanes l SET {from} = l.{from} - d.n, {to} = l.{to} + d.n \
-             FROM unnest($1::text[], $2::bigint[]) AS d(lane, n) WHERE l.lane = d.lane"
-        )
+    let text: String = match client.query_opt("SELECT text FROM rules WHERE id = 1", &[]).await? {
+        Some(row) => row.get(0),
+        None => String::new(),
     };
-    tx.execute(&sql, &[&names, &counts]).await?;
-    Ok(())
+    cache.get(v, || Ok(text))
 }

@@ -1,50 +1,18 @@
-//! Recording what happened in a claim transaction: outcomes of runs, expired leases, due jobs,
-//! and the lane counters they change (on lanes locked first, skipping those another session
-//! holds); stored pace rows.
+//! Recording what happened, in the claim transaction: outcomes of runs ([`complete`]), and
+//! leases run out and scheduled jobs come due ([`maintain`]), gathered as changes to lane
+//! counters ([`Delta`]) that [`super::lanes::apply`] writes, on lanes
+//! [`super::lanes::lock_lanes`] locked (skipping those another session holds).
 
+use super::lanes::Delta;
 use crate::error::Error;
 use crate::job::{Outcome, ns};
-use crate::pace::{LanePace, StoredBucket};
-use crate::rules::LaneRules;
-use crate::store::{Completion, Policy, Taken};
+use crate::retry::Policy;
+use crate::store::{Completion, Taken};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
-/// Changes to one lane's counters (and a slow-down's pause) from one transaction.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Delta {
-    ready: i64,
-    scheduled: i64,
-    pub(super) running: i64,
-    dead: i64,
-    done: i64,
-    /// Paused until (a slow-down), 0 for none.
-    pause: i64,
-}
-/// Locks, without waiting, the lanes a claim records and maintains: those of `completions`,
-/// and those with a lease run out or a scheduled job due at `now`. A lane another session holds
-/// is skipped (its outcomes wait for a later claim): a claim never waits for a lane, so a
-/// session that stalls holding one holds up no other worker. Answers the lanes locked.
-pub(super) async fn lock_lanes(
-    tx: &impl GenericClient,
-    completions: &[Completion],
-    now: i64,
-) -> Result<HashSet<String>, Error> {
-    let mine: Vec<&str> = completions.iter().map(|c| c.lane.as_str()).collect();
-    let rows = tx
-        .query_typed(
-            "SELECT lane FROM lanes WHERE lane IN (SELECT unnest($2::text[]) \
-                 UNION SELECT lane FROM jobs WHERE state = 2 AND lease_until <= $1 \
-                 UNION SELECT lane FROM jobs WHERE state = 1 AND run_at <= $1) \
-             ORDER BY lane FOR UPDATE SKIP LOCKED",
-            &[(&now, Type::INT8), (&mine, Type::TEXT_ARRAY)],
-        )
-        .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
-}
-
-/// Records `completions` (their lanes locked by [`lock_lanes`]); a run that no longer holds its
+/// Records `completions` (their lanes locked by [`super::lanes::lock_lanes`]); a run that no longer holds its
 /// job is counted in `taken.lost`.
 pub(super) async fn complete(
     tx: &impl GenericClient,
@@ -185,112 +153,5 @@ pub(super) async fn maintain(
             }
         }
     }
-    Ok(())
-}
-/// Applies counter changes (to lanes [`lock_lanes`] locked); pushes back slowed lanes' pace.
-pub(super) async fn apply(
-    tx: &impl GenericClient,
-    lanes: &BTreeMap<String, Delta>,
-    now: i64,
-    rules: &LaneRules,
-) -> Result<(), Error> {
-    if lanes.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = lanes.keys().map(String::as_str).collect();
-    let col = |f: fn(&Delta) -> i64| lanes.values().map(f).collect::<Vec<i64>>();
-    tx.query_typed(
-        "UPDATE lanes l SET ready = l.ready + d.ready, scheduled = l.scheduled + d.scheduled, \
-         running = l.running + d.running, dead = l.dead + d.dead, done = l.done + d.done, \
-         paused_until = GREATEST(l.paused_until, d.pause), next_slot = GREATEST(l.next_slot, d.pause) \
-         FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) \
-         AS d(lane, ready, scheduled, running, dead, done, pause) WHERE l.lane = d.lane",
-        &[
-            (&names, Type::TEXT_ARRAY),
-            (&col(|d| d.ready), Type::INT8_ARRAY),
-            (&col(|d| d.scheduled), Type::INT8_ARRAY),
-            (&col(|d| d.running), Type::INT8_ARRAY),
-            (&col(|d| d.dead), Type::INT8_ARRAY),
-            (&col(|d| d.done), Type::INT8_ARRAY),
-            (&col(|d| d.pause), Type::INT8_ARRAY),
-        ],
-    )
-    .await?;
-    let slowed: Vec<&str> = lanes
-        .iter()
-        .filter(|(lane, d)| d.pause > 0 && !rules.pace(lane).1.is_empty())
-        .map(|(lane, _)| lane.as_str())
-        .collect();
-    if !slowed.is_empty() {
-        let stored = load_pace(tx, &slowed).await?;
-        let mut rows = Vec::new();
-        for lane in slowed {
-            let mut pace =
-                LanePace::load(rules.pace(lane).1, stored.get(lane).map_or(&[], |v| v), now);
-            pace.push_back(lanes[lane].pause);
-            rows.push((lane.to_string(), pace.stored()));
-        }
-        save_pace(tx, &rows).await?;
-    }
-    Ok(())
-}
-/// The stored buckets of `lanes`, locked (the caller holds the lanes' rows).
-pub(crate) async fn load_pace(
-    tx: &impl GenericClient,
-    lanes: &[&str],
-) -> Result<HashMap<String, Vec<StoredBucket>>, Error> {
-    let rows = tx
-        .query(
-            "SELECT lane, count, period_ns, burst, tat_ns, tat_frac FROM pace WHERE lane = ANY($1) \
-             ORDER BY lane, idx FOR UPDATE",
-            &[&lanes],
-        )
-        .await?;
-    let mut out: HashMap<String, Vec<StoredBucket>> = HashMap::new();
-    for r in rows {
-        out.entry(r.get(0)).or_default().push(StoredBucket {
-            count: r.get(1),
-            period_ns: r.get(2),
-            burst: r.get(3),
-            tat_ns: r.get(4),
-            tat_frac: r.get(5),
-        });
-    }
-    Ok(out)
-}
-
-/// Stores lanes' buckets, replacing what was there.
-pub(crate) async fn save_pace(
-    tx: &impl GenericClient,
-    lanes: &[(String, Vec<StoredBucket>)],
-) -> Result<(), Error> {
-    let (mut lane, mut idx, mut count, mut period, mut burst, mut tat_ns, mut tat_frac) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    for (name, rows) in lanes {
-        for (i, b) in rows.iter().enumerate() {
-            lane.push(name.as_str());
-            idx.push(i as i64);
-            count.push(b.count);
-            period.push(b.period_ns);
-            burst.push(b.burst);
-            tat_ns.push(b.tat_ns);
-            tat_frac.push(b.tat_frac);
-        }
-    }
-    tx.execute(
-        "INSERT INTO pace SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], \
-         $5::bigint[], $6::bigint[], $7::bigint[]) ON CONFLICT (lane, idx) DO UPDATE SET count = excluded.count, \
-         period_ns = excluded.period_ns, burst = excluded.burst, tat_ns = excluded.tat_ns, tat_frac = excluded.tat_frac",
-        &[&lane, &idx, &count, &period, &burst, &tat_ns, &tat_frac],
-    )
-    .await?;
-    let names: Vec<&str> = lanes.iter().map(|(n, _)| n.as_str()).collect();
-    let lens: Vec<i64> = lanes.iter().map(|(_, r)| r.len() as i64).collect();
-    tx.execute(
-        "DELETE FROM pace p USING unnest($1::text[], $2::bigint[]) AS d(lane, len) \
-         WHERE p.lane = d.lane AND p.idx >= d.len",
-        &[&names, &lens],
-    )
-    .await?;
     Ok(())
 }

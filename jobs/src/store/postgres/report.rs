@@ -1,11 +1,10 @@
 //! Reading the queue on PostgreSQL: lane status, dead jobs, runs.
 
 use super::Postgres;
-use super::claim::now;
+use super::now;
 use crate::error::Error;
-use crate::job::to_time;
+use crate::job::{since, to_time};
 use crate::status::{DeadJob, LaneStatus, Run};
-use crate::store::sqlite::report::since;
 
 impl Postgres {
     /// Every lane's counts, oldest waiting job, next slot and runs in the last minute.

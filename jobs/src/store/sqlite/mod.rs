@@ -10,14 +10,25 @@
 //!   `PRAGMA data_version` (which moves when another connection commits; a read of the WAL
 //!   index in shared memory, no disk I/O) every [`POLL`], so a job added by another process is
 //!   seen within that time. Adds through the same [`Jobs`](crate::Jobs) handle wake it at once.
+//!
+//! The files are those of the PostgreSQL store, step for step: `schema` (migrations), `take`
+//! (the claim transaction: `take`, `outlook`), `record` (`complete`, `maintain`), `claim` (serve
+//! lanes round-robin), `lanes` (counters and pace rows: `bump`, `load_pace`, `save_pace`,
+//! `push_back`), `ops` (`add`, `renew`, rules, `requeue`, `purge`), `report` (`status`, `dead`,
+//! `runs`). Where SQLite differs: the file's write lock serialises every transaction, so no lane
+//! is locked row by row, and counters are changed as each step goes.
 
-pub(crate) mod claim;
+mod claim;
+mod lanes;
 pub(crate) mod ops;
+mod record;
 pub(crate) mod report;
 mod schema;
+pub(crate) mod take;
 
 use super::RulesCache;
 use crate::error::Error;
+use crate::job::system_now;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +38,12 @@ pub(crate) const POLL: Duration = Duration::from_millis(50);
 
 /// How long a transaction waits for another process's write lock before it fails.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The time of a transaction: the caller's, or the system's real-time clock (read after the
+/// write lock is taken, so that transactions are ordered as their times).
+pub(crate) fn now(caller: Option<i64>) -> i64 {
+    caller.unwrap_or_else(system_now)
+}
 
 /// An open SQLite database.
 #[derive(Debug)]

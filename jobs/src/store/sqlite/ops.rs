@@ -1,7 +1,9 @@
 //! Adding jobs, renewing leases, rules, requeue and purge on SQLite.
 
+use super::lanes::bump;
+use super::now;
 use crate::error::Error;
-use crate::job::{Added, NewJob, ns, system_now};
+use crate::job::{Added, NewJob, ns};
 use crate::rules::LaneRules;
 use crate::status::Requeue;
 use crate::store::RulesCache;
@@ -14,14 +16,14 @@ use std::time::Duration;
 pub(crate) fn add(
     conn: &mut Connection,
     jobs: &[NewJob],
-    now: Option<i64>,
+    caller: Option<i64>,
     cache: &RulesCache,
 ) -> Result<Vec<Added>, Error> {
     for job in jobs {
         job.check()?;
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let now = now.unwrap_or_else(system_now);
+    let now = now(caller);
     let rules = current_rules(&tx, cache)?;
     let mut added = Vec::with_capacity(jobs.len());
     // Per lane: (ready, scheduled) added.
@@ -86,39 +88,21 @@ pub(crate) fn add(
     Ok(added)
 }
 
-/// Adds `deltas` to the counters of `lane` (column names are this crate's constants).
-pub(crate) fn bump_lane(
-    conn: &Connection,
-    lane: &str,
-    deltas: &[(&str, i64)],
-) -> Result<(), Error> {
-    let sets: Vec<String> = deltas
-        .iter()
-        .enumerate()
-        .map(|(i, (col, _))| format!("{col} = {col} + ?{}", i + 2))
-        .collect();
-    let sql = format!("UPDATE lanes SET {} WHERE lane = ?1", sets.join(", "));
-    let mut stmt = conn.prepare_cached(&sql)?;
-    stmt.raw_bind_parameter(1, lane)?;
-    for (i, (_, delta)) in deltas.iter().enumerate() {
-        stmt.raw_bind_parameter(i + 2, delta)?;
-    }
-    stmt.raw_execute()?;
-    Ok(())
-}
-
 /// The rules stored in the database (cached by version).
-pub(crate) fn current_rules(
+pub(super) fn current_rules(
     conn: &Connection,
     cache: &RulesCache,
 ) -> Result<Arc<LaneRules>, Error> {
-    let version: Option<i64> = conn
-        .prepare_cached("SELECT version FROM rules WHERE id = 1")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
-    cache.get(version.unwrap_or(0), || {
+    cache.get(version(conn)?, || {
         Ok(conn.query_row("SELECT text FROM rules WHERE id = 1", [], |r| r.get(0))?)
     })
+}
+
+/// The version of the rules stored in the database (0: none ever stored).
+pub(super) fn version(conn: &Connection) -> Result<i64, Error> {
+    let v =
+        conn.prepare_cached("SELECT version FROM rules WHERE id = 1")?.query_row([], |r| r.get(0));
+    Ok(v.optional()?.unwrap_or(0))
 }
 
 /// [`current_rules`] for a caller with only the connection.
@@ -159,10 +143,10 @@ pub(crate) fn renew(
     conn: &mut Connection,
     leases: &[(i64, u32)],
     lease: Duration,
-    now: Option<i64>,
+    caller: Option<i64>,
 ) -> Result<Vec<(i64, u32)>, Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let until = now.unwrap_or_else(system_now).saturating_add(ns(lease));
+    let until = now(caller).saturating_add(ns(lease));
     let mut lost = Vec::new();
     for &(id, attempt) in leases {
         let n = tx
@@ -182,10 +166,10 @@ pub(crate) fn renew(
 pub(crate) fn requeue(
     conn: &mut Connection,
     which: &Requeue,
-    now: Option<i64>,
+    caller: Option<i64>,
 ) -> Result<u64, Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let now = now.unwrap_or_else(system_now);
+    let now = now(caller);
     let ids: Vec<(i64, String)> = match which {
         Requeue::All => tx
             .prepare("SELECT id, lane FROM jobs WHERE state = 4")?
@@ -212,7 +196,7 @@ pub(crate) fn requeue(
             "UPDATE jobs SET state = 0, failures = 0, finished_at = NULL, run_at = ?2 WHERE id = ?1",
         )?
         .execute(params![id, now])?;
-        bump_lane(&tx, lane, &[("dead", -1), ("ready", 1)])?;
+        bump(&tx, lane, &[("dead", -1), ("ready", 1)])?;
     }
     tx.commit()?;
     Ok(ids.len() as u64)
@@ -222,10 +206,10 @@ pub(crate) fn requeue(
 pub(crate) fn purge(
     conn: &mut Connection,
     older_than: Duration,
-    now: Option<i64>,
+    caller: Option<i64>,
 ) -> Result<u64, Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let cutoff = now.unwrap_or_else(system_now).saturating_sub(ns(older_than));
+    let cutoff = now(caller).saturating_sub(ns(older_than));
     let gone: Vec<(String, i64)> = tx
         .prepare(
             "SELECT lane, COUNT(*) FROM jobs WHERE state = 3 AND finished_at < ?1 GROUP BY lane",
@@ -234,7 +218,7 @@ pub(crate) fn purge(
         .collect::<Result<_, _>>()?;
     let n = tx.execute("DELETE FROM jobs WHERE state = 3 AND finished_at < ?1", [cutoff])?;
     for (lane, count) in gone {
-        bump_lane(&tx, &lane, &[("done", -count)])?;
+        bump(&tx, &lane, &[("done", -count)])?;
     }
     tx.execute("DELETE FROM runs WHERE started_at < ?1", [cutoff])?;
     tx.commit()?;

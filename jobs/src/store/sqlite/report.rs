@@ -1,16 +1,16 @@
 //! Reading the queue on SQLite: lane status, dead jobs, runs.
 
+use super::now;
 use crate::error::Error;
-use crate::job::{system_now, to_time};
+use crate::job::{since, to_time};
 use crate::status::{DeadJob, LaneStatus, Run};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// Every lane's counts, oldest waiting job, next slot and runs in the last minute.
-pub(crate) fn status(conn: &mut Connection, now: Option<i64>) -> Result<Vec<LaneStatus>, Error> {
+pub(crate) fn status(conn: &mut Connection, caller: Option<i64>) -> Result<Vec<LaneStatus>, Error> {
     let tx = conn.transaction()?; // one snapshot for every query
-    let now = now.unwrap_or_else(system_now);
+    let now = now(caller);
     let mut lanes: Vec<(LaneStatus, i64)> = tx
         .prepare(
             "SELECT lane, ready, scheduled, running, dead, done, MAX(next_slot, paused_until) \
@@ -57,11 +57,6 @@ pub(crate) fn status(conn: &mut Connection, now: Option<i64>) -> Result<Vec<Lane
         lane.runs_last_minute = recent.get(&lane.lane).map_or(0, |&n| n as u64);
     }
     Ok(lanes.into_iter().map(|(lane, _)| lane).collect())
-}
-
-/// `later - earlier` as a duration (0 if negative).
-pub(crate) fn since(later: i64, earlier: i64) -> Duration {
-    Duration::from_nanos(later.saturating_sub(earlier).max(0) as u64)
 }
 
 /// Dead jobs (of `lane`, or all), oldest first, at most `limit`.

@@ -1,0 +1,93 @@
+//! The claim transaction on PostgreSQL: the same steps as SQLite's (record outcomes and take
+//! back expired leases, [`super::record`]; take jobs round-robin charging each run to its lane,
+//! [`super::claim`]; say when to look again, [`outlook`]), in one transaction, with a fixed
+//! number of round trips whatever the number of jobs (arrays). It waits for no lane: lanes
+//! another session holds are left for a later claim.
+
+use super::claim::claim;
+use super::lanes::{apply, lock_lanes, push_back};
+use super::ops::rules_at;
+use super::record::{complete, maintain};
+use super::{CHANNEL, CLOCK_NS, Postgres, retrying, typed_one};
+use crate::error::Error;
+use crate::store::{Take, Taken};
+use std::collections::BTreeMap;
+use tokio_postgres::GenericClient;
+use tokio_postgres::types::Type;
+
+/// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
+/// maintenance then, and the rules' version: one round trip.
+const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
+    EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
+        AND (max_in_flight IS NULL OR running < max_in_flight)) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now), \
+    COALESCE((SELECT version FROM rules WHERE id = 1), 0) FROM t";
+
+impl Postgres {
+    /// Records `take.completions`, maintains, and takes up to `take.max` jobs; run again on a
+    /// deadlock or a serialisation failure.
+    pub(crate) async fn take(&self, take: Take) -> Result<Taken, Error> {
+        self.mark_seen();
+        retrying!(super::retryable, self.try_take(&take).await)
+    }
+
+    async fn try_take(&self, take: &Take) -> Result<Taken, Error> {
+        let mut guard = self.client().await?;
+        let client = guard.as_mut().expect("connected");
+        let look = LOOK.replace("CLOCK", CLOCK_NS);
+        if take.completions.is_empty() && take.look_first {
+            // A look without locks first: nothing due, nothing to record, no transaction.
+            let row = typed_one(&*client, &look, &[(&take.now, Type::INT8)]).await?;
+            let (now, due, version): (i64, bool, i64) = (row.get(0), row.get(1), row.get(2));
+            if !due && version == self.rules.version() {
+                let (wake, remaining) = outlook(&*client, now).await?;
+                return Ok(Taken { now, wake, remaining, ..Taken::default() });
+            }
+        }
+        let tx = client.transaction().await?;
+        let row = typed_one(&tx, &look, &[(&take.now, Type::INT8)]).await?;
+        let (now, version): (i64, i64) = (row.get(0), row.get(2));
+        let rules = rules_at(&tx, &self.rules, version).await?;
+        let mut taken = Taken { now, ..Taken::default() };
+        let mut lanes = BTreeMap::new();
+        // The lanes to record and maintain, those another session holds left out.
+        let held = lock_lanes(&tx, &take.completions, now).await?;
+        let (record, deferred) =
+            take.completions.iter().cloned().partition::<Vec<_>, _>(|c| held.contains(&c.lane));
+        taken.deferred = deferred;
+        complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
+        maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken).await?;
+        apply(&tx, &lanes).await?;
+        push_back(&tx, &lanes, now, &rules).await?;
+        claim(&tx, now, take, &rules, &mut taken.jobs).await?;
+        (taken.wake, taken.remaining) = outlook(&tx, now).await?;
+        // Wake other workers when a limited lane has room again, or the queue is empty.
+        let freed = lanes
+            .iter()
+            .any(|(lane, d)| d.running < 0 && rules.limits(lane).max_in_flight.is_some());
+        if freed || (taken.remaining == 0 && !record.is_empty()) {
+            tx.batch_execute(&format!("NOTIFY {CHANNEL}")).await?;
+        }
+        tx.commit().await?;
+        Ok(taken)
+    }
+}
+
+/// When something may next become takeable, and how many jobs are waiting or running.
+async fn outlook(client: &impl GenericClient, now: i64) -> Result<(Option<i64>, i64), Error> {
+    let row = typed_one(
+        client,
+        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
+                     AND (max_in_flight IS NULL OR running < max_in_flight)), \
+                    (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
+                    (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
+                    (SELECT COALESCE(SUM(ready + scheduled + running), 0)::bigint FROM lanes)",
+        &[],
+    )
+    .await?;
+    let (slot, due, lease): (Option<i64>, Option<i64>, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2));
+    let wake = [slot, due, lease].into_iter().flatten().min().map(|t| t.max(now));
+    Ok((wake, row.get(3)))
+}

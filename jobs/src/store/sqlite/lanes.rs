@@ -1,0 +1,80 @@
+//! A lane's rows: its counters ([`bump`]) and its pace buckets ([`load_pace`], [`save_pace`],
+//! [`push_back`] for a slow-down). The file's write lock, held by the transaction, covers them.
+
+use crate::error::Error;
+use crate::pace::{LanePace, StoredBucket};
+use crate::rules::LaneRules;
+use rusqlite::{Connection, params};
+
+/// Adds `deltas` to the counters of `lane` (column names are this crate's constants).
+pub(super) fn bump(conn: &Connection, lane: &str, deltas: &[(&str, i64)]) -> Result<(), Error> {
+    let sets: Vec<String> = deltas
+        .iter()
+        .enumerate()
+        .map(|(i, (col, _))| format!("{col} = {col} + ?{}", i + 2))
+        .collect();
+    let sql = format!("UPDATE lanes SET {} WHERE lane = ?1", sets.join(", "));
+    let mut stmt = conn.prepare_cached(&sql)?;
+    stmt.raw_bind_parameter(1, lane)?;
+    for (i, (_, delta)) in deltas.iter().enumerate() {
+        stmt.raw_bind_parameter(i + 2, delta)?;
+    }
+    stmt.raw_execute()?;
+    Ok(())
+}
+
+/// The stored buckets of `lane`, by index.
+pub(super) fn load_pace(conn: &Connection, lane: &str) -> Result<Vec<StoredBucket>, Error> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT count, period_ns, burst, tat_ns, tat_frac FROM pace WHERE lane = ?1 ORDER BY idx",
+        )?
+        .query_map([lane], |r| {
+            Ok(StoredBucket {
+                count: r.get(0)?,
+                period_ns: r.get(1)?,
+                burst: r.get(2)?,
+                tat_ns: r.get(3)?,
+                tat_frac: r.get(4)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// Stores `lane`'s buckets, replacing what was there.
+pub(super) fn save_pace(conn: &Connection, lane: &str, rows: &[StoredBucket]) -> Result<(), Error> {
+    for (idx, b) in rows.iter().enumerate() {
+        conn.prepare_cached("INSERT OR REPLACE INTO pace VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
+            .execute(params![
+                lane,
+                idx as i64,
+                b.count,
+                b.period_ns,
+                b.burst,
+                b.tat_ns,
+                b.tat_frac
+            ])?;
+    }
+    conn.prepare_cached("DELETE FROM pace WHERE lane = ?1 AND idx >= ?2")?
+        .execute(params![lane, rows.len() as i64])?;
+    Ok(())
+}
+
+/// A slow-down of `lane` until `until`: its buckets are pushed back so that it resumes at its
+/// steady rate, without a burst ([`LanePace::push_back`]). An unpaced lane has none.
+pub(super) fn push_back(
+    conn: &Connection,
+    lane: &str,
+    until: i64,
+    rules: &LaneRules,
+    now: i64,
+) -> Result<(), Error> {
+    let (_, quotas) = rules.pace(lane);
+    if !quotas.is_empty() {
+        let mut pace = LanePace::load(quotas, &load_pace(conn, lane)?, now);
+        pace.push_back(until);
+        save_pace(conn, lane, &pace.stored())?;
+    }
+    Ok(())
+}

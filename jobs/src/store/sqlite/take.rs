@@ -1,0 +1,59 @@
+//! The claim transaction on SQLite: in one `BEGIN IMMEDIATE` transaction, record finished runs
+//! and take back expired leases ([`super::record`]), then take jobs lane by lane in round-robin
+//! order, charging each run to its lane's buckets ([`super::claim`]), and say when to look
+//! again ([`outlook`]).
+
+use super::claim::claim;
+use super::now;
+use super::ops::{current_rules, version};
+use super::record::{complete, maintain};
+use crate::error::Error;
+use crate::store::{RulesCache, Take, Taken};
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Whether anything could be taken or needs maintenance at `?1`.
+const ANYTHING_DUE: &str = "SELECT EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= ?1 \
+    AND paused_until <= ?1 AND (max_in_flight IS NULL OR running < max_in_flight)) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= ?1) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= ?1)";
+
+/// Records `take.completions`, maintains, and takes up to `take.max` jobs.
+pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Result<Taken, Error> {
+    if take.completions.is_empty() && take.look_first {
+        // A look before taking the write lock: with nothing to record and nothing due, other
+        // processes are not held up by a write transaction that would do nothing.
+        let now = now(take.now);
+        let due: bool = conn.prepare_cached(ANYTHING_DUE)?.query_row([now], |r| r.get(0))?;
+        let rules_moved = version(conn)? != cache.version();
+        if !due && !rules_moved {
+            let (wake, remaining) = outlook(conn, now)?;
+            return Ok(Taken { now, wake, remaining, ..Taken::default() });
+        }
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Read after the write lock is held: transactions are ordered as their times.
+    let now = now(take.now);
+    let rules = current_rules(&tx, cache)?;
+    let mut taken = Taken { now, ..Taken::default() };
+    complete(&tx, &take.completions, now, &take.policy, &rules, &mut taken)?;
+    maintain(&tx, now, &take.policy, &mut taken)?;
+    claim(&tx, now, take.max, &take.policy, &rules, &mut taken.jobs)?;
+    (taken.wake, taken.remaining) = outlook(&tx, now)?;
+    tx.commit()?;
+    Ok(taken)
+}
+
+/// When something may next become takeable, and how many jobs are waiting or running.
+fn outlook(conn: &Connection, now: i64) -> Result<(Option<i64>, i64), Error> {
+    let (slot, due, lease, remaining): (Option<i64>, Option<i64>, Option<i64>, i64) = conn
+        .prepare_cached(
+            "SELECT (SELECT MIN(MAX(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
+                     AND (max_in_flight IS NULL OR running < max_in_flight)), \
+                    (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
+                    (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
+                    (SELECT COALESCE(SUM(ready + scheduled + running), 0) FROM lanes)",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+    let wake = [slot, due, lease].into_iter().flatten().min().map(|t| t.max(now));
+    Ok((wake, remaining))
+}
