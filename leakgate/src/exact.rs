@@ -286,6 +286,38 @@ impl ExactRate {
     pub fn backlog_in(&self, backlog: u128, to: &ExactRate) -> u128 {
         backlog.checked_mul(to.interval).map_or(u128::MAX, |scaled| scaled.div_ceil(self.interval))
     }
+
+    /// A change of quota (the contract's `reload`): the backlog, in `to`'s units, of a bucket of
+    /// this rate whose backlog is `backlog` when the quota becomes `to`. The units it could admit
+    /// (its burst less its level) stay what it can admit, capped at `to`'s burst, rounded down;
+    /// a backlog past this burst (reservations queued beyond it) stays past `to`'s, rounded up.
+    /// So no change makes more units available than before it: a smaller burst keeps the debt
+    /// it cannot hold, and a larger one adds nothing at once.
+    ///
+    /// ```
+    /// let big = leakgate::ExactRate::new("10/s burst 10".parse()?);
+    /// let small = leakgate::ExactRate::new("10/s burst 5".parse()?);
+    /// let t = big.interval();
+    /// // 2 of 10 used, 8 available: 5 of 5 available (none used) under the smaller burst...
+    /// assert_eq!(big.carry_backlog(2 * t, &small), 0);
+    /// // ...and back under 10, still 5 available: 5 used.
+    /// assert_eq!(small.carry_backlog(0, &big), 5 * t);
+    /// // A backlog of 12 under burst 10 (2 queued past it): 2 past the smaller burst.
+    /// assert_eq!(big.carry_backlog(12 * t, &small), 7 * t);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn carry_backlog(&self, backlog: u128, to: &ExactRate) -> u128 {
+        match self.tau.checked_sub(backlog) {
+            Some(available) => {
+                let available = available
+                    .checked_mul(to.interval)
+                    .map_or(u128::MAX, |scaled| scaled / self.interval)
+                    .min(to.tau);
+                to.tau - available
+            }
+            None => to.tau.saturating_add(self.backlog_in(backlog - self.tau, to)),
+        }
+    }
 }
 
 /// Greatest common divisor (`gcd(x, 0) = x`).

@@ -36,10 +36,10 @@ pub(crate) struct LanePace {
 impl LanePace {
     /// The buckets of a lane whose rule has `quotas`, from the rows stored for it (by index).
     ///
-    /// A row charged under the same rate is taken as is (its level capped at the burst when the
-    /// burst changed); a row of another rate keeps its *level*, `(TAT - now) / T` units of cost,
-    /// rounded up and capped at the new burst, as [`leakgate::RuleLimiter::reload`] does; a quota
-    /// with no row starts empty.
+    /// A row charged under the same quota is taken as is; a row of another quota keeps the
+    /// units it could admit (its burst less its level `(TAT - now) / T`), capped at the new
+    /// burst, as [`leakgate::RuleLimiter::reload`] does (see [`ExactRate::carry_backlog`]: no
+    /// change of rules hands out units); a quota with no row starts empty.
     pub(crate) fn load(quotas: &[Quota], stored: &[StoredBucket], now: i64) -> LanePace {
         let buckets = quotas
             .iter()
@@ -96,18 +96,16 @@ impl LanePace {
 fn carry(rate: &ExactRate, row: &StoredBucket, now: i64) -> u128 {
     let now_units = units_at(rate, now);
     let full = now_units.saturating_add(rate.tau());
-    if row.counts_in(rate) {
-        let tat = row.tat(rate);
-        // The same burst: kept exactly, even past `now + tau` (a clock that went backwards must
-        // not hand out a fresh burst). Another burst: the level is capped at the new one.
-        return if row.burst as u64 == rate.quota().burst() { tat } else { tat.min(full) };
+    if row.counts_in(rate) && row.burst as u64 == rate.quota().burst() {
+        // The same quota: kept exactly, even past `now + tau` (a clock that went backwards must
+        // not hand out a fresh burst).
+        return row.tat(rate);
     }
     let Some(old) = row.rate() else {
         return full; // an unreadable row: the safe side is a full bucket
     };
     let backlog = row.tat(&old).saturating_sub(units_at(&old, now));
-    // level = backlog / T_old, in the new units, rounded up; capped at the new burst.
-    now_units.saturating_add(old.backlog_in(backlog, rate).min(rate.tau()))
+    now_units.saturating_add(old.carry_backlog(backlog, rate))
 }
 
 #[cfg(test)]

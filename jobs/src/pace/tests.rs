@@ -120,24 +120,28 @@ fn several_quotas_are_charged_all_or_nothing() {
 }
 
 #[test]
-fn a_reload_keeps_the_level_capped_at_the_new_burst() {
-    // Full at 1/s burst 5 (5 units of level): under 10/s burst 2 the level is 2 (capped).
+fn a_reload_keeps_the_units_available_capped_at_the_new_burst() {
+    // Full at 1/s burst 5 (none available): under 10/s burst 2, none available.
     let mut pace = LanePace::load(&[q("1/s burst 5")], &[], EPOCH);
     (0..5).for_each(|_| pace.admit(EPOCH).unwrap());
     let rows = pace.stored();
     let reloaded = LanePace::load(&[q("10/s burst 2")], &rows, EPOCH);
     assert_eq!(reloaded.allowed_at(), EPOCH + SEC / 10, "full: the next slot is one T away");
-    // Half full (2.5 of 5) under 1/s burst 5 -> 2.5 units of 10/s burst 10: 7 runs go now.
+    // Half full (2.5 of 5 available) under 1/s burst 5 -> 2.5 available of 10/s burst 10: 2
+    // runs go now (a larger burst adds nothing at once).
     let rows = LanePace::load(&[q("1/s burst 5")], &rows, EPOCH + 2 * SEC + SEC / 2).stored();
     let mut reloaded = LanePace::load(&[q("10/s burst 10")], &rows, EPOCH + 2 * SEC + SEC / 2);
     let now = EPOCH + 2 * SEC + SEC / 2;
     let admitted = (0..10).take_while(|_| reloaded.admit(now).is_ok()).count();
-    assert_eq!(admitted, 7);
-    // The same rate with a smaller burst: capped.
+    assert_eq!(admitted, 2);
+    // The same rate with a smaller burst: none available stays none, and the debt is kept.
     let mut same = LanePace::load(&[q("1/s burst 5")], &[], EPOCH);
     (0..5).for_each(|_| same.admit(EPOCH).unwrap());
     let capped = LanePace::load(&[q("1/s burst 1")], &same.stored(), EPOCH);
     assert_eq!(capped.allowed_at(), EPOCH + SEC);
+    // A smaller burst and a larger one back hand out nothing: still none available.
+    let back = LanePace::load(&[q("1/s burst 5")], &capped.stored(), EPOCH);
+    assert_eq!(back.allowed_at(), EPOCH + SEC, "the shrink and the grow back minted units");
     // A quota with no row starts empty; rows beyond the rule are dropped.
     let two = LanePace::load(&[q("1/s burst 5"), q("1/h burst 1")], &same.stored(), EPOCH);
     assert_eq!(two.stored().len(), 2);
