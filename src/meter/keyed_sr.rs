@@ -250,7 +250,10 @@ where
     /// A request of `n` of `table`'s bucket for the flow (the meters' tables never change
     /// quota: epoch 0, their first rate).
     fn ask<'t>(&self, table: &'t KeyedLimiter<K, Arc<C>>, n: u64) -> Ask<'t> {
-        let (now, now_ns, rate) = (self.now, self.now_ns, table.rate());
+        let (now, rate) = (self.now, table.rate());
+        // What the table converts itself (the time a flow with no slot was seen, which every
+        // new flow's buckets open at) must not come out a tick later than `now`.
+        let now_ns = table_ns(rate, now, self.now_ns);
         let start = &|| FirstState::EMPTY;
         Ask { now, now_ns, n, max_wait: 0, shared_overflow: false, start, epoch: 0, rate }
     }
