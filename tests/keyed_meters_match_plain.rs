@@ -72,15 +72,16 @@ proptest! {
     #[test]
     fn keyed_srtcm_colours_each_flow_as_its_own_srtcm(
         cir in rate(),
-        cbs in 1u64..300,
-        ebs in 0u64..300,
+        cbs in prop_oneof![1 => Just(0u64), 4 => 0u64..300],
+        ebs in prop_oneof![1 => Just(0u64), 4 => 0u64..300],
         start in prop_oneof![Just(0u64), 0u64..1 << 40, 0u64..1 << 62],
         blind in any::<bool>(),
         stream in packets(300),
     ) {
         prop_assume!(cbs + ebs > 0);
-        let keyed = KeyedSrTcm::<u8, _>::with_capacity_and_clock(bytes(cir, cbs), ebs, 64, ManualClock::new()).unwrap();
-        let plain: Vec<_> = (0..6).map(|_| SrTcm::with_clock(bytes(cir, cbs), ebs, ManualClock::new()).unwrap()).collect();
+        // CBS 0 included (RFC 2697 allows it): CIR's quota carries the rate, the bursts are given.
+        let keyed = KeyedSrTcm::<u8, _>::with_bursts(bytes(cir, 1), cbs, ebs, 64, ManualClock::new()).unwrap();
+        let plain: Vec<_> = (0..6).map(|_| SrTcm::with_bursts(bytes(cir, 1), cbs, ebs, ManualClock::new()).unwrap()).collect();
         for (p, t) in stream.iter().zip(times(cir, start, &stream)) {
             let own = &plain[usize::from(p.flow)];
             let (got, expected) = if blind {

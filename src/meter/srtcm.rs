@@ -2,7 +2,7 @@
 //! both it and [`KeyedSrTcm`](super::KeyedSrTcm) make (see the module docs for why it is exact
 //! and all or nothing).
 
-use super::words::{MeterWord, SrRates};
+use super::words::{committed_quota, MeterWord, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
 use crate::clock::Clock;
@@ -197,7 +197,7 @@ pub(super) struct Words {
 impl SrTcm<TscClock> {
     /// An srTCM of CIR and CBS `committed` (its rate and burst) and EBS `ebs`, on the default
     /// clock. EBS may be 0 (then nothing is yellow); CBS + EBS must make a valid burst of the
-    /// quota.
+    /// quota. For CBS 0, which no quota holds, see [`SrTcm::with_bursts`].
     ///
     /// ```
     /// let meter = leakgate::SrTcm::new("10 MB/s burst 64 KiB".parse()?, 128 * 1024)?;
@@ -219,7 +219,33 @@ impl<C: Clock> SrTcm<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_clock(committed: Quota, ebs: u64, clock: C) -> Result<Self, MeterError> {
-        let (rates, _) = SrRates::new(committed, ebs)?;
+        Self::with_bursts(committed, committed.burst(), ebs, clock)
+    }
+
+    /// An srTCM of CIR `cir` (the quota's rate; its burst is not used), CBS `cbs` and EBS `ebs`
+    /// (in the quota's units), reading time from `clock`: RFC 2697's three parameters as written,
+    /// where either burst may be 0 but not both ([`MeterError::ZeroBursts`]). CBS + EBS must
+    /// make a valid burst of the quota.
+    ///
+    /// With CBS 0 nothing is green (a packet of 0 bytes aside): every tick of CIR goes to the
+    /// excess bucket, and a packet is yellow if that holds it, else red, as RFC 2697 and DPDK's
+    /// `rte_meter_srtcm` with `cbs = 0` colour it. With EBS 0 nothing is yellow.
+    ///
+    /// ```
+    /// use leakgate::{Color, ManualClock, MeterError, Quota, SrTcm};
+    /// // CIR 46 MB/s, CBS 0, EBS 4096 bytes.
+    /// let cir = Quota::bytes_per_second(46_000_000)?;
+    /// let meter = SrTcm::with_bursts(cir, 0, 4096, ManualClock::new())?;
+    /// assert_eq!(meter.tokens_at(0), (0, 4096));
+    /// assert_eq!(meter.color_blind_at(1500, 0), Color::Yellow);
+    /// assert_eq!(meter.color_blind_at(4000, 0), Color::Red); // 2596 left in E
+    /// assert_eq!(meter.committed_burst(), 0);
+    /// assert_eq!(SrTcm::with_bursts(cir, 0, 0, ManualClock::new()).unwrap_err(), MeterError::ZeroBursts);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_bursts(cir: Quota, cbs: u64, ebs: u64, clock: C) -> Result<Self, MeterError> {
+        let (rates, _) = SrRates::new(cir, cbs, ebs)?;
+        let committed = committed_quota(cir, cbs)?;
         Ok(SrTcm { words: CachePadded::default(), rates, committed, ebs, clock })
     }
 
@@ -305,13 +331,12 @@ impl<C: Clock> SrTcm<C> {
         let now = self.rates.ticks.at(now_ns);
         let at = At { meter: self, now };
         let (c, a) = (at.committed().max(now), at.total().max(now));
-        (
-            self.committed.burst().saturating_sub(c - now),
-            self.ebs.saturating_sub(a.saturating_sub(c)),
-        )
+        (self.rates.cbs().saturating_sub(c - now), self.ebs.saturating_sub(a.saturating_sub(c)))
     }
 
-    /// The committed rate and burst (CIR and CBS).
+    /// The committed rate and burst (CIR and CBS) as a quota; for a meter of CBS 0 (a burst no
+    /// quota has) the quota it was given, whose burst is not CBS: see
+    /// [`committed_burst`](SrTcm::committed_burst).
     ///
     /// ```
     /// # use leakgate::{Quota, SrTcm};
@@ -321,6 +346,19 @@ impl<C: Clock> SrTcm<C> {
     /// ```
     pub fn committed(&self) -> Quota {
         self.committed
+    }
+
+    /// The committed burst size (CBS), 0 included.
+    ///
+    /// ```
+    /// # use leakgate::{ManualClock, Quota, SrTcm};
+    /// let q: Quota = "1 Gbit/s burst 1 MB".parse()?;
+    /// assert_eq!(SrTcm::new(q, 0)?.committed_burst(), 1_000_000);
+    /// assert_eq!(SrTcm::with_bursts(q, 0, 9000, ManualClock::new())?.committed_burst(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn committed_burst(&self) -> u64 {
+        self.rates.cbs()
     }
 
     /// The excess burst size (EBS).
@@ -400,6 +438,7 @@ impl<C: Clock> fmt::Debug for SrTcm<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SrTcm")
             .field("committed", &self.committed)
+            .field("cbs", &self.rates.cbs())
             .field("ebs", &self.ebs)
             .finish_non_exhaustive()
     }
