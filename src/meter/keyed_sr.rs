@@ -4,7 +4,7 @@
 //!
 //! A flow's words `C` and `A` live in two [`KeyedLimiter`] tables (`C`'s of CBS, `A`'s of CBS +
 //! EBS, both in ticks of CIR), and the decision is the one [`SrTcm`](super::SrTcm) makes, word
-//! for word (`srtcm::blind`): the order `A` then `C` is the canonical order of its two charges,
+//! for word (`sr_decide::blind`): the order `A` then `C` is the canonical order of its two charges,
 //! and the one charge it may give back (`A`'s, in the race of the module docs) goes back through
 //! the table's `give_back`. Two tables rather than two slots of one group, because each word is
 //! then an ordinary keyed bucket: a slot that changes key, a flow that comes back after its
@@ -22,7 +22,7 @@
 //!   cannot be green, and is yellow only if `E` pays.
 
 use super::keyed_slots::{state, table_ns};
-use super::srtcm::{self, SrWords};
+use super::sr_decide::{self, SrWords};
 use super::words::{committed_quota, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
@@ -201,7 +201,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
         let hashes = (self.committed.touch_key(key), self.total.touch_key(key));
         let now = self.rates.ticks.at(now_ns);
         let flow = Flow { meter: self, key, hashes, now, now_ns };
-        srtcm::aware(&flow, &self.rates, now, bytes, pre)
+        sr_decide::aware(&flow, &self.rates, now, bytes, pre)
     }
 
     /// Flow `key`'s token counts `(Tc, Te)` at `now_ns` (a flow the meter does not track holds

@@ -81,6 +81,7 @@ mod keyed_slots;
 mod keyed_sr;
 #[cfg(feature = "std")]
 mod keyed_tr;
+mod sr_decide;
 mod srtcm;
 mod trtcm;
 mod words;
