@@ -151,8 +151,13 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 pub(crate) fn run(args: Args) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEAKGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colours only for a person at a terminal: a log file or a pipe gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
     let mut config = leakgate_serve::Config::new(&args.rules)
         .rate_limit_headers(args.rate_limit_headers)
         .watch_every(args.poll)

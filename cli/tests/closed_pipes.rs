@@ -39,16 +39,19 @@ fn run(args: &[&str], input: &[u8], closed: Closed) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn rules_file(name: &str, text: &str) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("leakgate-closed-{}-{name}", std::process::id()));
+/// Writes a rules file `name` in `dir` (a temporary folder, removed with everything in it when
+/// the test drops it, so that no test leaves files behind).
+fn rules_file(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     path
 }
 
 #[test]
 fn rules_check_and_explain_keep_their_exit_status() {
-    let good = rules_file("good.toml", "\"\" = \"10/s\"\napi = \"1/s\"\n");
-    let bad = rules_file("bad.toml", "api = \"1/fortnight\"\n");
+    let dir = tempfile::tempdir().unwrap();
+    let good = rules_file(&dir, "good.toml", "\"\" = \"10/s\"\napi = \"1/s\"\n");
+    let bad = rules_file(&dir, "bad.toml", "api = \"1/fortnight\"\n");
     let good = good.to_str().unwrap();
     let bad = bad.to_str().unwrap();
     for closed in [Closed::Stdout, Closed::Stderr, Closed::Both] {

@@ -93,7 +93,8 @@ typedef struct {
   uint64_t count;
   // The period in nanoseconds; at least 1.
   uint64_t period_ns;
-  // The most units at once; at least 1.
+  // The most units at once; at least 1 (0 only as an srTCM's CBS: see
+  // `lg_srtcm_new`).
   uint64_t burst;
   // 1 for a byte quota, 0 otherwise.
   uint8_t bytes;
@@ -443,9 +444,9 @@ lg_status lg_keyed_bytes_check_n_at(const lg_keyed_bytes *keyed,
                                     uint64_t now_ns,
                                     lg_report *report);
 
-// Makes a keyed srTCM, each flow's meter as `lg_srtcm_new` makes one,
-// holding at least `capacity` active flows at once (0: the default, 2^18; at most 2^30), and
-// writes its handle to `*out`.
+// Makes a keyed srTCM, each flow's meter as `lg_srtcm_new` makes one
+// (CBS 0 included), holding at least `capacity` active flows at once (0: the default, 2^18; at
+// most 2^30), and writes its handle to `*out`.
 //
 // Returns `LG_OK`, `LG_ERR_QUOTA`,
 // `LG_ERR_ARGUMENT` (capacity) or `LG_ERR_NULL`.
@@ -660,8 +661,13 @@ lg_status lg_quota_bytes(uint64_t count, uint64_t period_ns, uint64_t burst, lg_
 // bytes) and EBS `ebs` (0: nothing is yellow), its buckets full, on the process clock, and
 // writes its handle to `*out`.
 //
-// Returns `LG_OK`, `LG_ERR_QUOTA` (a quota that is not valid, or CBS
-// + EBS out of the quota's range), or `LG_ERR_NULL`.
+// CBS may be 0 (`committed->burst = 0`, which only the srTCM constructors accept) when EBS is
+// not, as RFC 2697 and DPDK allow: then nothing is green, and a packet is yellow if the excess
+// bucket holds it, else red.
+//
+// Returns `LG_OK`, `LG_ERR_QUOTA` (a quota that is not valid, a
+// burst CBS + EBS out of the quota's range, or CBS and EBS both 0: RFC 2697 needs one above
+// 0), or `LG_ERR_NULL`.
 //
 // # Safety
 // `committed` readable, `out` writable (the pointer rules).

@@ -3,8 +3,9 @@
 use crate::clock::ProcessClock;
 use crate::color::{from_c, guard_color, LgColor};
 use crate::keyed::capacity;
-use crate::quota::{self, LgQuota};
+use crate::quota::LgQuota;
 use crate::raw;
+use crate::srtcm::read_committed;
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
 use leakgate::{Clock, KeyedSrTcm};
 
@@ -29,9 +30,9 @@ use leakgate::{Clock, KeyedSrTcm};
 /// ```
 pub struct LgKeyedSrTcm(pub(crate) KeyedSrTcm<u64, ProcessClock>);
 
-/// Makes a keyed srTCM, each flow's meter as [`lg_srtcm_new`](crate::lg_srtcm_new) makes one,
-/// holding at least `capacity` active flows at once (0: the default, 2^18; at most 2^30), and
-/// writes its handle to `*out`.
+/// Makes a keyed srTCM, each flow's meter as [`lg_srtcm_new`](crate::lg_srtcm_new) makes one
+/// (CBS 0 included), holding at least `capacity` active flows at once (0: the default, 2^18; at
+/// most 2^30), and writes its handle to `*out`.
 ///
 /// Returns [`LG_OK`], [`LG_ERR_QUOTA`](crate::LG_ERR_QUOTA),
 /// [`LG_ERR_ARGUMENT`](crate::LG_ERR_ARGUMENT) (capacity) or [`LG_ERR_NULL`](crate::LG_ERR_NULL).
@@ -46,12 +47,12 @@ pub unsafe extern "C" fn lg_keyed_srtcm_new(
     out: *mut *mut LgKeyedSrTcm,
 ) -> LgStatus {
     guard(|| {
-        let committed = quota::read(committed)?;
+        let (cir, cbs) = read_committed(committed)?;
         let capacity = self::capacity(capacity)?;
         if out.is_null() {
             return Err(Error::Null);
         }
-        let meter = KeyedSrTcm::with_capacity_and_clock(committed, ebs, capacity, ProcessClock)
+        let meter = KeyedSrTcm::with_bursts(cir, cbs, ebs, capacity, ProcessClock)
             .map_err(|_| Error::Quota)?;
         raw::write(out, raw::into_handle(LgKeyedSrTcm(meter)))?;
         Ok(LG_OK)

@@ -33,7 +33,8 @@ pub struct LgQuota {
     pub count: u64,
     /// The period in nanoseconds; at least 1.
     pub period_ns: u64,
-    /// The most units at once; at least 1.
+    /// The most units at once; at least 1 (0 only as an srTCM's CBS: see
+    /// [`lg_srtcm_new`](crate::lg_srtcm_new)).
     pub burst: u64,
     /// 1 for a byte quota, 0 otherwise.
     pub bytes: u8,

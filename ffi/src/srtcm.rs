@@ -2,10 +2,10 @@
 
 use crate::clock::ProcessClock;
 use crate::color::{from_c, guard_color, LgColor};
-use crate::quota::{self, LgQuota};
+use crate::quota::LgQuota;
 use crate::raw;
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
-use leakgate::{Clock, Color, SrTcm};
+use leakgate::{Clock, Color, Quota, SrTcm};
 
 /// An RFC 2697 srTCM: a committed rate (CIR) and burst (CBS) and an excess burst (EBS),
 /// lock-free, shared by any number of threads (C: `lg_srtcm`, opaque). Made by
@@ -31,11 +31,29 @@ pub struct LgSrTcm(pub(crate) SrTcm<ProcessClock>);
 /// bytes) and EBS `ebs` (0: nothing is yellow), its buckets full, on the process clock, and
 /// writes its handle to `*out`.
 ///
-/// Returns [`LG_OK`], [`LG_ERR_QUOTA`](crate::LG_ERR_QUOTA) (a quota that is not valid, or CBS
-/// + EBS out of the quota's range), or [`LG_ERR_NULL`](crate::LG_ERR_NULL).
+/// CBS may be 0 (`committed->burst = 0`, which only the srTCM constructors accept) when EBS is
+/// not, as RFC 2697 and DPDK allow: then nothing is green, and a packet is yellow if the excess
+/// bucket holds it, else red.
+///
+/// Returns [`LG_OK`], [`LG_ERR_QUOTA`](crate::LG_ERR_QUOTA) (a quota that is not valid, a
+/// burst CBS + EBS out of the quota's range, or CBS and EBS both 0: RFC 2697 needs one above
+/// 0), or [`LG_ERR_NULL`](crate::LG_ERR_NULL).
 ///
 /// # Safety
 /// `committed` readable, `out` writable ([the pointer rules](crate#pointers)).
+///
+/// ```
+/// use leakgate_ffi::*;
+/// let (mut cir, mut meter) = (LgQuota::default(), std::ptr::null_mut());
+/// unsafe {
+///     lg_quota_bytes(46_000_000, 1_000_000_000, 2048, &mut cir);
+///     cir.burst = 0; // CBS 0
+///     assert_eq!(lg_srtcm_new(&cir, 0, &mut meter), LG_ERR_QUOTA); // EBS 0 too: refused
+///     assert_eq!(lg_srtcm_new(&cir, 4096, &mut meter), LG_OK);
+///     assert_eq!(lg_srtcm_color_blind_at(meter, 1500, 0), LG_YELLOW);
+///     lg_srtcm_free(meter);
+/// }
+/// ```
 #[no_mangle]
 pub unsafe extern "C" fn lg_srtcm_new(
     committed: *const LgQuota,
@@ -43,14 +61,23 @@ pub unsafe extern "C" fn lg_srtcm_new(
     out: *mut *mut LgSrTcm,
 ) -> LgStatus {
     guard(|| {
-        let committed = quota::read(committed)?;
+        let (cir, cbs) = read_committed(committed)?;
         if out.is_null() {
             return Err(Error::Null);
         }
-        let meter = SrTcm::with_clock(committed, ebs, ProcessClock).map_err(|_| Error::Quota)?;
+        let meter = SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map_err(|_| Error::Quota)?;
         raw::write(out, raw::into_handle(LgSrTcm(meter)))?;
         Ok(LG_OK)
     })
+}
+
+/// Reads an srTCM's committed quota: CIR (a checked quota of its count, period and units) and
+/// CBS, its burst, which may be 0 here (RFC 2697); then the quota is checked with a burst of 1
+/// and carries the rate only.
+pub(crate) fn read_committed(p: *const LgQuota) -> Result<(Quota, u64), Error> {
+    let raw = raw::read(p)?;
+    let cir = LgQuota { burst: raw.burst.max(1), ..raw }.to_quota()?;
+    Ok((cir, raw.burst))
 }
 
 /// Frees an srTCM. NULL does nothing. Call it once, after every other call on it has returned.
@@ -197,6 +224,37 @@ mod tests {
             assert_eq!(lg_srtcm_color_blind(m, 1500), LG_RED);
             assert_eq!(lg_srtcm_color_aware(m, 1500, LG_GREEN), LG_RED);
             lg_srtcm_free(m);
+        }
+    }
+
+    /// RFC 2697 allows CBS 0 when EBS is not, and DPDK's meter tests configure it (CIR 46 MB/s,
+    /// CBS 2048, EBS 4096; CBS 0 accepted, both 0 refused): nothing is green then.
+    #[test]
+    fn cbs_zero_is_accepted_and_both_zero_refused() {
+        use crate::{lg_keyed_srtcm_color_blind_at, lg_keyed_srtcm_free, lg_keyed_srtcm_new};
+        let cir = LgQuota { count: 46_000_000, period_ns: 1_000_000_000, burst: 0, bytes: 1 };
+        let (mut m, mut k) = (null_mut(), null_mut());
+        let (mut tc, mut te) = (9, 9);
+        unsafe {
+            assert_eq!(lg_srtcm_new(&cir, 0, &mut m), LG_ERR_QUOTA);
+            assert_eq!(lg_keyed_srtcm_new(&cir, 0, 64, &mut k), LG_ERR_QUOTA);
+            assert!(m.is_null() && k.is_null());
+            assert_eq!(lg_srtcm_new(&LgQuota { burst: 2048, ..cir }, 0, &mut m), LG_OK);
+            lg_srtcm_free(m);
+            assert_eq!(lg_srtcm_new(&cir, 4096, &mut m), LG_OK);
+            assert_eq!(lg_keyed_srtcm_new(&cir, 4096, 64, &mut k), LG_OK);
+            assert_eq!(lg_srtcm_tokens_at(m, 0, &mut tc, &mut te), LG_OK);
+            assert_eq!((tc, te), (0, 4096));
+            let plain = |len| lg_srtcm_color_blind_at(m, len, 0);
+            let keyed = |len| lg_keyed_srtcm_color_blind_at(k, 7, len, 0);
+            for meter_at in [&plain as &dyn Fn(u64) -> LgColor, &keyed] {
+                assert_eq!(meter_at(2047), LG_YELLOW);
+                assert_eq!(meter_at(2049), LG_YELLOW);
+                assert_eq!(meter_at(1), LG_RED, "E spent, and C holds nothing");
+            }
+            assert_eq!(lg_srtcm_color_aware_at(m, 1, LG_GREEN, 1_000_000), LG_YELLOW);
+            lg_srtcm_free(m);
+            lg_keyed_srtcm_free(k);
         }
     }
 

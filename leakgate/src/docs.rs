@@ -260,7 +260,9 @@ pub mod packets {
     //!   no rounding. In the srTCM the excess bucket fills only
     //!   with what overflows the committed one, as in the RFC: it is kept as the total of both
     //!   buckets, a bucket of CBS + EBS at CIR. Property tests check every colour and token
-    //!   count against the RFCs' token buckets written from their text.
+    //!   count against the RFCs' token buckets written from their text. Either of CBS and EBS
+    //!   may be 0, not both, as RFC 2697 has it ([`SrTcm::with_bursts`](crate::SrTcm::with_bursts)):
+    //!   with CBS 0 nothing is green, with EBS 0 nothing is yellow.
     //! * **All or nothing, lock-free.** A packet takes exactly the buckets its colour takes
     //!   (green both, yellow one, red none), never part of them, however many threads meter at
     //!   once, and no bucket ever admits more than its size plus its ticks (loom models and

@@ -39,15 +39,16 @@ proptest! {
     #[test]
     fn srtcm_colours_are_the_rfcs(
         cir in rate(),
-        cbs in 1u64..4000,
+        cbs in prop_oneof![1 => Just(0u64), 4 => 1u64..4000],
         ebs in prop_oneof![Just(0u64), 0u64..4000],
         blind in any::<bool>(),
         stream in packets(3000),
     ) {
+        prop_assume!(cbs + ebs > 0, "RFC 2697: CBS or EBS above 0");
         let clock = ManualClock::new();
-        let own = SrTcm::with_clock(bytes(cir, cbs), ebs, clock.clone()).unwrap();
-        let caller = SrTcm::with_clock(bytes(cir, cbs), ebs, ManualClock::new()).unwrap();
-        let keyed = KeyedSrTcm::<u8, _>::with_capacity_and_clock(bytes(cir, cbs), ebs, 64, ManualClock::new()).unwrap();
+        let own = SrTcm::with_bursts(bytes(cir, 1), cbs, ebs, clock.clone()).unwrap();
+        let caller = SrTcm::with_bursts(bytes(cir, 1), cbs, ebs, ManualClock::new()).unwrap();
+        let keyed = KeyedSrTcm::<u8, _>::with_bursts(bytes(cir, 1), cbs, ebs, 64, ManualClock::new()).unwrap();
         let mut one = RefSrTcm::new(cir, cbs, ebs);
         let mut flows = vec![RefSrTcm::new(cir, cbs, ebs); 3];
         let mut t = 0;

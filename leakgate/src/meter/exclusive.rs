@@ -7,8 +7,8 @@
 //! call, so nothing needs an atomic read-modify-write or a fence. Each word's `AtomicU64` is
 //! borrowed as a plain `Cell<u64>` (`get_mut`, through `sync::with_mut`, then
 //! `Cell::from_mut`: no `unsafe`), and the decision runs on the cells unchanged: the same
-//! [`bucket::take`] over the same `Rate::admit`, the same srTCM decision (`srtcm::blind`,
-//! `srtcm::aware`) and trTCM decision (`trtcm::decide`), in the forms that are always inlined
+//! [`bucket::take`] over the same `Rate::admit`, the same srTCM decision (`sr_decide::blind`,
+//! `sr_decide::aware`) and trTCM decision (`trtcm::decide`), in the forms that are always inlined
 //! (`*_inline`), so that the whole decision is one function. Where the shared path loads a word
 //! with `Acquire`, this one reads the cell; where it compare-and-swaps, this one compares and
 //! stores; where it fences, nothing. A lone thread's CAS on a word no one else touches never
@@ -25,7 +25,8 @@
 //! (joining the threads that shared it, a lock, a channel) orders their writes before the
 //! owner's plain reads, as it does for any value handed from thread to thread.
 
-use super::srtcm::{self, SrTcm, SrWords};
+use super::sr_decide::{self, SrWords};
+use super::srtcm::SrTcm;
 use super::trtcm::{self, TrTcm};
 use super::words::{SrRates, Ticks};
 use super::Color;
@@ -171,7 +172,7 @@ impl<C: Clock> SrTcm<C> {
         words.committed.with_mut(|committed| {
             words.total.with_mut(|total| {
                 let owned = Owned { committed, total, rates, clock, now };
-                srtcm::blind_inline(&owned, rates, now, bytes)
+                sr_decide::blind_inline(&owned, rates, now, bytes)
             })
         })
     }
@@ -210,7 +211,7 @@ impl<C: Clock> SrTcm<C> {
         words.committed.with_mut(|committed| {
             words.total.with_mut(|total| {
                 let owned = Owned { committed, total, rates, clock, now };
-                srtcm::aware_inline(&owned, rates, now, bytes, pre)
+                sr_decide::aware_inline(&owned, rates, now, bytes, pre)
             })
         })
     }

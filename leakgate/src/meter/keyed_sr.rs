@@ -4,7 +4,7 @@
 //!
 //! A flow's words `C` and `A` live in two [`KeyedLimiter`] tables (`C`'s of CBS, `A`'s of CBS +
 //! EBS, both in ticks of CIR), and the decision is the one [`SrTcm`](super::SrTcm) makes, word
-//! for word (`srtcm::blind`): the order `A` then `C` is the canonical order of its two charges,
+//! for word (`sr_decide::blind`): the order `A` then `C` is the canonical order of its two charges,
 //! and the one charge it may give back (`A`'s, in the race of the module docs) goes back through
 //! the table's `give_back`. Two tables rather than two slots of one group, because each word is
 //! then an ordinary keyed bucket: a slot that changes key, a flow that comes back after its
@@ -22,8 +22,8 @@
 //!   cannot be green, and is yellow only if `E` pays.
 
 use super::keyed_slots::{state, table_ns};
-use super::srtcm::{self, SrWords};
-use super::words::SrRates;
+use super::sr_decide::{self, SrWords};
+use super::words::{committed_quota, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
 use crate::clock::{Clock, TscClock};
@@ -87,7 +87,31 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
         capacity: usize,
         clock: C,
     ) -> Result<Self, MeterError> {
-        let (rates, total) = SrRates::new(committed, ebs)?;
+        Self::with_bursts(committed, committed.burst(), ebs, capacity, clock)
+    }
+
+    /// One srTCM of CIR `cir`, CBS `cbs` and EBS `ebs` (as
+    /// [`SrTcm::with_bursts`](super::SrTcm::with_bursts): either burst may be 0, not both) per
+    /// flow, reading time from `clock`, holding at least `capacity` active flows at once.
+    ///
+    /// ```
+    /// use leakgate::{Color, KeyedSrTcm, ManualClock, Quota};
+    /// let cir = Quota::bytes_per_second(1_000_000)?;
+    /// let meter = KeyedSrTcm::<u64, _>::with_bursts(cir, 0, 3000, 1000, ManualClock::new())?;
+    /// assert_eq!(meter.color_blind_at(&1, 1500, 0), Color::Yellow); // CBS 0: never green
+    /// assert_eq!(meter.tokens_at(&1, 0), (0, 1500));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_bursts(
+        cir: Quota,
+        cbs: u64,
+        ebs: u64,
+        capacity: usize,
+        clock: C,
+    ) -> Result<Self, MeterError> {
+        let (rates, total) = SrRates::new(cir, cbs, ebs)?;
+        // The table's quota is only reported; its buckets follow the rate (of burst CBS).
+        let committed = committed_quota(cir, cbs)?;
         let clock = Arc::new(clock);
         let table = |quota, rate| KeyedLimiter::with_rate(quota, rate, capacity, clock.clone());
         Ok(KeyedSrTcm {
@@ -177,7 +201,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
         let hashes = (self.committed.touch_key(key), self.total.touch_key(key));
         let now = self.rates.ticks.at(now_ns);
         let flow = Flow { meter: self, key, hashes, now, now_ns };
-        srtcm::aware(&flow, &self.rates, now, bytes, pre)
+        sr_decide::aware(&flow, &self.rates, now, bytes, pre)
     }
 
     /// Flow `key`'s token counts `(Tc, Te)` at `now_ns` (a flow the meter does not track holds
@@ -202,7 +226,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
         let flow = Flow { meter: self, key, hashes, now, now_ns };
         let c = flow.committed().max(now);
         let a = state(&self.total, key, hashes.1, now).max(now);
-        let cbs = self.committed.quota().burst();
+        let cbs = self.rates.cbs();
         (cbs.saturating_sub(c - now), self.ebs.saturating_sub(a.saturating_sub(c)))
     }
 
@@ -250,7 +274,10 @@ where
     /// A request of `n` of `table`'s bucket for the flow (the meters' tables never change
     /// quota: epoch 0, their first rate).
     fn ask<'t>(&self, table: &'t KeyedLimiter<K, Arc<C>>, n: u64) -> Ask<'t> {
-        let (now, now_ns, rate) = (self.now, self.now_ns, table.rate());
+        let (now, rate) = (self.now, table.rate());
+        // What the table converts itself (the time a flow with no slot was seen, which every
+        // new flow's buckets open at) must not come out a tick later than `now`.
+        let now_ns = table_ns(rate, now, self.now_ns);
         let start = &|| FirstState::EMPTY;
         Ask { now, now_ns, n, max_wait: 0, shared_overflow: false, start, epoch: 0, rate }
     }
@@ -336,6 +363,7 @@ impl<K, C: Clock> fmt::Debug for KeyedSrTcm<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedSrTcm")
             .field("committed", &self.committed.quota())
+            .field("cbs", &self.rates.cbs())
             .field("ebs", &self.ebs)
             .field("capacity", &self.committed.capacity())
             .finish_non_exhaustive()

@@ -6,6 +6,7 @@
 //! a full bucket, as it is; a flow with no room in a table is refused by it as by a full bucket
 //! (no room for `P`: red; no room for `C`: at best yellow).
 
+use super::keyed_slots::table_ns;
 use super::trtcm::{decide, validate};
 use super::words::Ticks;
 use super::{Color, MeterError};
@@ -168,7 +169,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
             let (start, rate) = (&|| FirstState::EMPTY, table.rate());
             let ask = Ask {
                 now,
-                now_ns,
+                // What the table converts itself (the time a flow with no slot was seen, which
+                // every new flow's buckets open at) must not come out a tick later than `now`.
+                now_ns: table_ns(rate, now, now_ns),
                 n: bytes,
                 max_wait: 0,
                 shared_overflow: false,

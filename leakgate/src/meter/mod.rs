@@ -81,6 +81,7 @@ mod keyed_slots;
 mod keyed_sr;
 #[cfg(feature = "std")]
 mod keyed_tr;
+mod sr_decide;
 mod srtcm;
 mod trtcm;
 mod words;
@@ -135,6 +136,9 @@ pub enum MeterError {
     PeakBelowCommitted,
     /// A trTCM's two quotas count different units (one counts bytes, the other does not).
     UnitsDiffer,
+    /// An srTCM's CBS and EBS are both 0. RFC 2697 needs at least one above 0: with both 0 no
+    /// packet could ever be green or yellow.
+    ZeroBursts,
 }
 
 impl fmt::Display for MeterError {
@@ -146,6 +150,9 @@ impl fmt::Display for MeterError {
             ),
             Self::UnitsDiffer => f.write_str(
                 "the peak and committed quotas of a trTCM must both count bytes, or both not",
+            ),
+            Self::ZeroBursts => f.write_str(
+                "an srTCM needs CBS or EBS above 0 (RFC 2697): with both 0 every packet is red",
             ),
         }
     }

@@ -1,154 +1,17 @@
-//! [`SrTcm`]: RFC 2697's single-rate three-colour marker on two GCRA words, and the decision
-//! both it and [`KeyedSrTcm`](super::KeyedSrTcm) make (see the module docs for why it is exact
-//! and all or nothing).
+//! [`SrTcm`]: RFC 2697's single-rate three-colour marker on two GCRA words (the decision,
+//! which [`KeyedSrTcm`](super::KeyedSrTcm) makes too, is in `sr_decide.rs`; see the module docs
+//! for why it is exact and all or nothing).
 
-use super::words::{MeterWord, SrRates};
+use super::sr_decide::{aware, blind, SrWords};
+use super::words::{committed_quota, MeterWord, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
 use crate::clock::Clock;
 #[cfg(feature = "std")]
 use crate::clock::TscClock;
 use crate::quota::Quota;
-use crate::sync::{fence, Ordering};
 use core::fmt;
 use crossbeam_utils::CachePadded;
-
-/// The two words of one srTCM, wherever they are: a [`SrTcm`]'s own, or a flow's in a keyed
-/// meter's tables. Each method works at the decision's time, in ticks of CIR.
-pub(super) trait SrWords {
-    /// Where a charge of `A` was made, to give it back.
-    type Charge: Copy;
-    /// `C`'s state, loaded with `Acquire`; `now` for a flow with no bucket `C` (idle: full).
-    fn committed(&self) -> u64;
-    /// `A`'s state, loaded after [`SrWords::committed`]; `u64::MAX` if it cannot be read.
-    fn total(&self) -> u64;
-    /// Takes `n` from `A` at its own rate: the state left and where, or `None` when refused.
-    fn take_total(&self, n: u64) -> Option<(u64, Self::Charge)>;
-    /// Takes `n` from `C`: whether it conformed.
-    fn take_committed(&self, n: u64) -> bool;
-    /// The yellow step: takes `n` from `A` at the rate of `E`, at time `now_e`: whether it
-    /// conformed.
-    fn take_excess(&self, n: u64, now_e: u64) -> bool;
-    /// Gives back a charge of `n` that left `A` at `after`, made at the decision's time.
-    fn give_back(&self, at: Self::Charge, after: u64, n: u64);
-    /// Orders a green packet's charge of `A`, just made, before its charge of `C`, for the
-    /// readers of `C` on other threads: a `Release` fence. Nothing for words that no other
-    /// thread can reach (an exclusive owner's).
-    #[inline(always)]
-    fn publish_total(&self) {
-        // Release: a reader of `C` that sees the charge of `C` to come (Acquire) sees the
-        // charge of `A` made before this fence.
-        fence(Ordering::Release);
-    }
-}
-
-/// Writes the colour-blind decision for a packet of `n` at `now` as a function `$name` with the
-/// attributes given: once as [`blind`] (`#[inline]`, the shared meters' decision, which the
-/// compiler keeps out of line in their callers) and once as [`blind_inline`] (always inlined:
-/// the owner's path, `exclusive.rs`, whose few instructions on plain words pay to be one
-/// function with their caller). One text, so the two are the same decision; two functions, so
-/// the owner's path leaves the shared path's machine code as it was.
-macro_rules! colour_blind {
-    ($(#[$attr:meta])* $name:ident) => {
-        $(#[$attr])*
-        pub(super) fn $name<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64) -> Color {
-            if n == 0 {
-                return Color::Green;
-            }
-            let c = words.committed();
-            if rates.committed.admit(c, now, n, 0).is_err() {
-                return excess(words, c, now, n);
-            }
-            let Some((after, at)) = words.take_total(n) else {
-                // `A` refuses: `Tc + Te < n` counting every packet in flight, so neither colour
-                // pays.
-                return Color::Red;
-            };
-            words.publish_total();
-            if words.take_committed(n) {
-                return Color::Green;
-            }
-            raced(words, rates, now, n, (after, at))
-        }
-    };
-}
-
-colour_blind!(
-    /// The colour-blind decision for a packet of `n` at `now`.
-    #[inline]
-    blind
-);
-
-colour_blind!(
-    /// [`blind`], always inlined: for the owner's path (see [`colour_blind`]).
-    #[inline(always)]
-    blind_inline
-);
-
-/// A packet that went for green but lost `C` to another after its charge of `A`: yellow if `E`
-/// pays for it as the words stand, otherwise red, its charge of `A` given back.
-#[cold]
-fn raced<W: SrWords>(
-    words: &W,
-    rates: &SrRates,
-    now: u64,
-    n: u64,
-    taken: (u64, W::Charge),
-) -> Color {
-    let c = words.committed();
-    let a = words.total();
-    if a <= c.max(now).saturating_add(rates.excess.scale().tau()) {
-        return Color::Yellow;
-    }
-    words.give_back(taken.1, taken.0, n);
-    Color::Red
-}
-
-/// Yellow if `E` pays for `n` with `C` at `c`, else red.
-#[inline]
-fn excess<W: SrWords>(words: &W, c: u64, now: u64, n: u64) -> Color {
-    if words.take_excess(n, c.max(now)) {
-        Color::Yellow
-    } else {
-        Color::Red
-    }
-}
-
-/// The colour-aware decision for a packet of `n` coloured `pre` at `now`.
-#[inline]
-pub(super) fn aware<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64, pre: Color) -> Color {
-    aware_with(words, rates, now, n, pre, blind)
-}
-
-/// [`aware`] with [`blind_inline`], always inlined: for the owner's path.
-#[inline(always)]
-pub(super) fn aware_inline<W: SrWords>(
-    words: &W,
-    rates: &SrRates,
-    now: u64,
-    n: u64,
-    pre: Color,
-) -> Color {
-    aware_with(words, rates, now, n, pre, blind_inline)
-}
-
-/// [`aware`], with `blind` deciding the packets that arrive green.
-#[inline(always)]
-fn aware_with<W: SrWords>(
-    words: &W,
-    rates: &SrRates,
-    now: u64,
-    n: u64,
-    pre: Color,
-    blind: fn(&W, &SrRates, u64, u64) -> Color,
-) -> Color {
-    match pre {
-        Color::Green => blind(words, rates, now, n),
-        Color::Yellow if n == 0 => Color::Yellow,
-        Color::Yellow => excess(words, words.committed(), now, n),
-        Color::Red => Color::Red,
-    }
-}
 
 /// RFC 2697's single-rate three-colour marker: a committed rate (CIR) with its committed burst
 /// (CBS) and an excess burst (EBS), shared by reference or `Arc` among threads.
@@ -197,7 +60,7 @@ pub(super) struct Words {
 impl SrTcm<TscClock> {
     /// An srTCM of CIR and CBS `committed` (its rate and burst) and EBS `ebs`, on the default
     /// clock. EBS may be 0 (then nothing is yellow); CBS + EBS must make a valid burst of the
-    /// quota.
+    /// quota. For CBS 0, which no quota holds, see [`SrTcm::with_bursts`].
     ///
     /// ```
     /// let meter = leakgate::SrTcm::new("10 MB/s burst 64 KiB".parse()?, 128 * 1024)?;
@@ -219,7 +82,33 @@ impl<C: Clock> SrTcm<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_clock(committed: Quota, ebs: u64, clock: C) -> Result<Self, MeterError> {
-        let (rates, _) = SrRates::new(committed, ebs)?;
+        Self::with_bursts(committed, committed.burst(), ebs, clock)
+    }
+
+    /// An srTCM of CIR `cir` (the quota's rate; its burst is not used), CBS `cbs` and EBS `ebs`
+    /// (in the quota's units), reading time from `clock`: RFC 2697's three parameters as written,
+    /// where either burst may be 0 but not both ([`MeterError::ZeroBursts`]). CBS + EBS must
+    /// make a valid burst of the quota.
+    ///
+    /// With CBS 0 nothing is green (a packet of 0 bytes aside): every tick of CIR goes to the
+    /// excess bucket, and a packet is yellow if that holds it, else red, as RFC 2697 and DPDK's
+    /// `rte_meter_srtcm` with `cbs = 0` colour it. With EBS 0 nothing is yellow.
+    ///
+    /// ```
+    /// use leakgate::{Color, ManualClock, MeterError, Quota, SrTcm};
+    /// // CIR 46 MB/s, CBS 0, EBS 4096 bytes.
+    /// let cir = Quota::bytes_per_second(46_000_000)?;
+    /// let meter = SrTcm::with_bursts(cir, 0, 4096, ManualClock::new())?;
+    /// assert_eq!(meter.tokens_at(0), (0, 4096));
+    /// assert_eq!(meter.color_blind_at(1500, 0), Color::Yellow);
+    /// assert_eq!(meter.color_blind_at(4000, 0), Color::Red); // 2596 left in E
+    /// assert_eq!(meter.committed_burst(), 0);
+    /// assert_eq!(SrTcm::with_bursts(cir, 0, 0, ManualClock::new()).unwrap_err(), MeterError::ZeroBursts);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_bursts(cir: Quota, cbs: u64, ebs: u64, clock: C) -> Result<Self, MeterError> {
+        let (rates, _) = SrRates::new(cir, cbs, ebs)?;
+        let committed = committed_quota(cir, cbs)?;
         Ok(SrTcm { words: CachePadded::default(), rates, committed, ebs, clock })
     }
 
@@ -305,13 +194,12 @@ impl<C: Clock> SrTcm<C> {
         let now = self.rates.ticks.at(now_ns);
         let at = At { meter: self, now };
         let (c, a) = (at.committed().max(now), at.total().max(now));
-        (
-            self.committed.burst().saturating_sub(c - now),
-            self.ebs.saturating_sub(a.saturating_sub(c)),
-        )
+        (self.rates.cbs().saturating_sub(c - now), self.ebs.saturating_sub(a.saturating_sub(c)))
     }
 
-    /// The committed rate and burst (CIR and CBS).
+    /// The committed rate and burst (CIR and CBS) as a quota; for a meter of CBS 0 (a burst no
+    /// quota has) the quota it was given, whose burst is not CBS: see
+    /// [`committed_burst`](SrTcm::committed_burst).
     ///
     /// ```
     /// # use leakgate::{Quota, SrTcm};
@@ -321,6 +209,19 @@ impl<C: Clock> SrTcm<C> {
     /// ```
     pub fn committed(&self) -> Quota {
         self.committed
+    }
+
+    /// The committed burst size (CBS), 0 included.
+    ///
+    /// ```
+    /// # use leakgate::{ManualClock, Quota, SrTcm};
+    /// let q: Quota = "1 Gbit/s burst 1 MB".parse()?;
+    /// assert_eq!(SrTcm::new(q, 0)?.committed_burst(), 1_000_000);
+    /// assert_eq!(SrTcm::with_bursts(q, 0, 9000, ManualClock::new())?.committed_burst(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn committed_burst(&self) -> u64 {
+        self.rates.cbs()
     }
 
     /// The excess burst size (EBS).
@@ -400,6 +301,7 @@ impl<C: Clock> fmt::Debug for SrTcm<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SrTcm")
             .field("committed", &self.committed)
+            .field("cbs", &self.rates.cbs())
             .field("ebs", &self.ebs)
             .finish_non_exhaustive()
     }

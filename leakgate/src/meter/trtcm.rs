@@ -14,7 +14,7 @@ use crossbeam_utils::CachePadded;
 
 /// Writes the trTCM's decision as a function `$name` with the attributes given: once as
 /// [`decide`] (`#[inline]`: the shared meters') and once as [`decide_inline`] (always inlined:
-/// the owner's path, `exclusive.rs`), as `srtcm.rs` writes its `blind` twice, and for the same
+/// the owner's path, `exclusive.rs`), as `sr_decide.rs` writes its `blind` twice, and for the same
 /// reason.
 macro_rules! decision {
     ($(#[$attr:meta])* $name:ident) => {

@@ -72,19 +72,35 @@ pub(super) struct SrRates {
 }
 
 impl SrRates {
-    /// The rates of an srTCM of CIR and CBS `committed` and EBS `ebs`, and the quota of its total
-    /// bucket (CIR with a burst of CBS + EBS), which must be a valid quota.
-    pub(super) fn new(committed: Quota, ebs: u64) -> Result<(SrRates, Quota), MeterError> {
-        let total_burst = committed.burst().checked_add(ebs).ok_or(QuotaError::BurstTooLarge)?;
-        let total = committed.with_burst(total_burst)?;
+    /// The rates of an srTCM of CIR `cir` (its burst unused), CBS `cbs` and EBS `ebs`, and the
+    /// quota of its total bucket (CIR with a burst of CBS + EBS), which must be a valid quota.
+    /// Either burst may be 0, not both (RFC 2697). With CBS 0, word `C`'s burst is 0: it
+    /// refuses every packet, so nothing is green, and `A` is `E` alone.
+    pub(super) fn new(cir: Quota, cbs: u64, ebs: u64) -> Result<(SrRates, Quota), MeterError> {
+        if cbs == 0 && ebs == 0 {
+            return Err(MeterError::ZeroBursts);
+        }
+        let total_burst = cbs.checked_add(ebs).ok_or(QuotaError::BurstTooLarge)?;
+        let total = cir.with_burst(total_burst)?;
         let rates = SrRates {
-            ticks: Ticks::new(&committed),
-            committed: ticks(&committed, committed.burst())?,
+            ticks: Ticks::new(&cir),
+            committed: ticks(&cir, cbs)?,
             total: ticks(&total, total_burst)?,
-            excess: ticks(&committed, ebs)?,
+            excess: ticks(&cir, ebs)?,
         };
         Ok((rates, total))
     }
+
+    /// CBS.
+    pub(super) fn cbs(&self) -> u64 {
+        self.committed.burst()
+    }
+}
+
+/// The quota an srTCM reports as its committed one: CIR with a burst of CBS, or `cir` as given
+/// when CBS is 0 (a burst no quota has). `cir` with a burst of CBS + EBS must be valid.
+pub(super) fn committed_quota(cir: Quota, cbs: u64) -> Result<Quota, MeterError> {
+    Ok(if cbs == 0 { cir } else { cir.with_burst(cbs)? })
 }
 
 /// The word of one of a plain meter's buckets (`C` and `A` of an srTCM, `P` and `C` of a trTCM).
@@ -192,7 +208,7 @@ mod tests {
     #[test]
     fn the_three_rates_share_one_tick() {
         let committed = Quota::bytes_per_second(1000).unwrap().with_burst(1500).unwrap();
-        let (rates, total) = SrRates::new(committed, 3000).unwrap();
+        let (rates, total) = SrRates::new(committed, 1500, 3000).unwrap();
         assert_eq!(total.burst(), 4500);
         for ns in [0, 999_999, 1_000_000, 7_777_777_777] {
             assert_eq!(rates.ticks.at(ns), ns / 1_000_000, "one tick a millisecond");
@@ -200,11 +216,17 @@ mod tests {
         assert_eq!(rates.committed.scale().tau(), 1500);
         assert_eq!(rates.excess.scale().tau(), 3000);
         // EBS 0: an excess bucket that holds nothing.
-        let (rates, _) = SrRates::new(committed, 0).unwrap();
+        let (rates, _) = SrRates::new(committed, 1500, 0).unwrap();
         assert!(rates.excess.admit(0, 5, 1, 0).is_err());
         assert_eq!(
-            SrRates::new(committed, u64::MAX).unwrap_err(),
+            SrRates::new(committed, 1500, u64::MAX).unwrap_err(),
             MeterError::Quota(QuotaError::BurstTooLarge)
         );
+        // CBS 0: a committed bucket that holds nothing, the total is the excess bucket.
+        let (rates, total) = SrRates::new(committed, 0, 3000).unwrap();
+        assert_eq!((rates.cbs(), total.burst()), (0, 3000));
+        assert!(rates.committed.admit(0, 5, 1, 0).is_err());
+        assert_eq!(rates.committed.admit(0, 5, 0, 0), Ok(0));
+        assert_eq!(SrRates::new(committed, 0, 0).unwrap_err(), MeterError::ZeroBursts);
     }
 }
