@@ -19,6 +19,11 @@
 --            "1" rules: "ms:lo@D:T.ms:T.lo,..." (each bucket names the rate it is kept in; a
 --                bucket kept in another rate than its quota's now, or beyond its quota's tau,
 --                is carried over: see carry() in gcra_general.lua)
+--            "2" TAT (redis-cell's bucket: one key, one bucket, the quota given by each call):
+--                "ms:lo@D;NOTE", the TAT in the units of the quota that wrote it; a call in
+--                other units (another D) reads it rounded up to the whole ns, and a TAT beyond
+--                the call's tau stays (it is refused until then). NOTE is the last ARGV, kept
+--                as it is (the client writes the quota there, for listing).
 -- ARGV[10]   the call's deadline on Redis's clock (TIME, whole µs since the epoch): a script that
 --            starts after it decides nothing, charges nothing and replies {2, TIME in µs}. The
 --            caller has given up by then, and would not see the decision.
@@ -53,6 +58,7 @@ repeat
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if us > tonumber(ARGV[10]) then return { 2, us } end
   local rule = ARGV[9] == '1'
+  local tat = ARGV[9] == '2'
   local now_ms, now_ns
   if ARGV[1] == '' then
     local r = us % 1000
@@ -70,6 +76,11 @@ repeat
     if rule then
       a, b, d, x, y = string.match(raw, '^(%d+):(%d+)@(%d+):(%d+):(%d+)$')
       if a == nil or d ~= ARGV[11] or x ~= ARGV[13] or y ~= ARGV[14] then break end
+    elseif tat then
+      local d
+      a, b, d = string.match(raw, '^(%d+):(%d+)@(%d+);')
+      -- Written in other units: the general path reads it in the call's.
+      if a ~= nil and d ~= ARGV[11] then break end
     else
       a, b = string.match(raw, '^(%d+):(%d+)$')
     end
@@ -116,6 +127,7 @@ repeat
   if tl > 0 then tm = tm + 1 end
   local value = string.format('%.0f:%.0f', sm, sl)
   if rule then value = value .. '@' .. ARGV[11] .. ':' .. ARGV[13] .. ':' .. ARGV[14] end
+  if tat then value = value .. '@' .. ARGV[11] .. ';' .. ARGV[#ARGV] end
   redis.call('SET', KEYS[1], value, 'PX', tm + tonumber(ARGV[7]) + 1)
   return reply
 until true

@@ -69,6 +69,7 @@ local lease_want = arg(6)
 local slack = arg(7)
 local write = ARGV[8] == '1'
 local rules = ARGV[9] == '1'
+local tat = ARGV[9] == '2'
 local k = #KEYS
 
 -- Quota j's numbers at Q[7j-6 .. 7j]: D, L, T.ms, T.lo, tau.ms, tau.lo, and now's lo in its units.
@@ -172,6 +173,10 @@ for i = 1, k do
       local a, c, e, rate, _
       if rules then
         _, e, a, c, rate = string.find(raw, '^(%d+):(%d+)@(%d+:%d+:%d+)', pos)
+      elseif tat then
+        -- One bucket; what follows its units (the note) is the client's.
+        _, _, a, c, rate = string.find(raw, '^(%d+):(%d+)@(%d+);')
+        e = #raw
       elseif C[i] == 1 then
         a, c = string.match(raw, '^(%d+):(%d+)$')
         e = #raw
@@ -181,6 +186,17 @@ for i = 1, k do
       local am, al = num(a), num(c)
       if am == nil or al == nil or (rules and am >= TWO53 / 2) then return bad(i) end
       pos = e + 1
+      if tat and rate ~= ARGV[11] then
+        -- Written in other units: rounded up to the whole ns, in the call's (exact: q < 10^6
+        -- and D <= 2^32).
+        local Do = num(rate)
+        if al == nil or Do == nil or Do < 1 or Do > MAX_D or al >= Do * 1000000 then
+          return bad(i)
+        end
+        local q = ceil_div(al, Do)
+        if q >= 1000000 then am, q = am + 1, q - 1000000 end
+        al = q * Q[o + 1]
+      end
       if not rules or rate == R[j] then
         if al >= L then return bad(i) end
         if not le(am, al, now_ms, nl) then tm, tl = am, al end
@@ -355,6 +371,7 @@ for i = 1, k do
       local o = 7 * (j - 1)
       local pair = string.format('%.0f:%.0f', S[2 * x - 1], S[2 * x])
       if rules then pair = pair .. '@' .. R[j] end
+      if tat then pair = pair .. '@' .. ARGV[11] .. ';' .. ARGV[#ARGV] end
       if x == F[i] then value = pair else value = value .. ',' .. pair end
       if not le(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7]) then
         local dm, dl = sub(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7], Q[o + 2])
