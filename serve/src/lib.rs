@@ -36,6 +36,8 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod cell;
+mod checks;
 mod config;
 mod costs;
 mod envoy_yaml;
@@ -48,6 +50,7 @@ mod replaces;
 mod resp;
 mod rules_file;
 mod server;
+mod tat;
 
 pub use config::{Config, ServeError};
 pub use rules_file::{LoadedRules, RulesError, RulesFormat};

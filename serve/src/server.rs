@@ -2,12 +2,14 @@
 //! current, and stopping gracefully ([`Signals`]).
 
 use crate::backend::Backend;
+use crate::cell::CellStore;
 use crate::config::{Config, ServeError};
 use crate::limits::Limits;
 use crate::reload;
 use crate::rules_file::{LoadedRules, RulesError, RulesFormat};
-use leakgate::{Clock, RuleLimiter, Rules, TscClock};
-use leakgate_redis::AsyncRedisRuleLimiter;
+use crate::tat::{Budget, Table};
+use leakgate::{Clock, RuleLimiter, TscClock};
+use leakgate_redis::FailurePolicy;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,31 +77,36 @@ async fn start_inner<C: Clock + Clone + 'static>(
         let message = format!("rule {path:?}: paths that start with '~' are reserved");
         return Err(ServeError::Rules(RulesError { path: Some(config.rules.clone()), message }));
     }
-    let (rules, cell) = match &config.redis {
+    let budget = Arc::new(Budget::new(config.key_memory));
+    let table = || Table::new(clock.clone(), budget.clone());
+    let stores = match &config.redis {
         None => (
             Backend::Memory(RuleLimiter::with_clock(loaded.rules.clone(), clock.clone())),
-            Backend::Memory(RuleLimiter::with_clock(Rules::new(), clock.clone())),
+            CellStore::Memory(table()),
+            Some(table()),
         ),
         Some(url) => {
-            let connect = |rules: Rules| {
+            let builder = || {
                 let mut builder =
-                    AsyncRedisRuleLimiter::builder(url).failure_policy(config.redis_failure);
+                    leakgate_redis::Builder::new(url.clone()).failure_policy(config.redis_failure);
                 if let Some(deadline) = config.redis_deadline {
                     builder = builder.deadline(deadline);
                 }
                 if redis_caller_clock {
                     builder = builder.caller_clock(clock.clone());
                 }
-                builder.connect_rules_async(rules)
+                builder
             };
-            let rules = connect(loaded.rules.clone()).await;
+            let rules = builder().connect_rules_async(loaded.rules.clone()).await;
             let rules = rules.map_err(|e| ServeError::Redis(e.to_string()))?;
-            let cell = connect(Rules::new()).await.map_err(|e| ServeError::Redis(e.to_string()))?;
-            (Backend::Redis(rules), Backend::Redis(cell))
+            let cell = builder().connect_cell_async().await;
+            let cell = cell.map_err(|e| ServeError::Redis(e.to_string()))?;
+            let local = matches!(config.redis_failure, FailurePolicy::Local { .. }).then(table);
+            (Backend::Redis(rules), CellStore::Redis { cell, local }, None)
         }
     };
     let source = format!("file {}", config.rules.display());
-    let mut limits = Limits::new(rules, cell, loaded, source);
+    let mut limits = Limits::new(stores, budget, loaded, source);
     limits.redis_url = config.redis.clone();
     let limits = Arc::new(limits);
     let (shutdown, stop) = watch::channel(false);
@@ -135,6 +142,12 @@ async fn start_inner<C: Clock + Clone + 'static>(
         let follower = reload::follow_redis(limits.clone(), url, PUSH_POLL);
         running.follower = Some(follower.map_err(|e| ServeError::Redis(e.to_string()))?);
     }
+    tasks.spawn(crate::tat::sweep_every(
+        limits.clone(),
+        Limits::tables,
+        crate::tat::SWEEP_EVERY,
+        stop.clone(),
+    ));
     if !config.watch_every.is_zero() {
         let every = config.watch_every;
         let (path, first) = (config.rules.clone(), Some(bytes));

@@ -227,7 +227,16 @@ fn buckets_in_redis_are_listed_by_every_instance() {
     assert_eq!(page["backend"], "redis");
     let rows = page["buckets"].as_array().unwrap();
     let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["cl.throttle/9/1/3600/user123", "view/alice", "view/bob"]);
+    assert_eq!(keys, ["cl.throttle/user123", "view/alice", "view/bob"]);
+    // A CL.THROTTLE bucket is listed under the quota of its last charge.
+    let cell = &rows[0];
+    assert_eq!(
+        (cell["rule"].as_str(), cell["quota"].as_str()),
+        (Some("cl.throttle"), Some("1/h burst 10"))
+    );
+    assert_eq!(cell["remaining"].as_u64(), Some(8));
+    let level = cell["level"].as_f64().unwrap();
+    assert!((1.99..=2.0).contains(&level), "level {level}");
     let alice = &rows[1];
     assert_eq!((alice["rule"].as_str(), alice["remaining"].as_u64()), (Some("view"), Some(6)));
     let level = alice["level"].as_f64().unwrap();

@@ -44,8 +44,6 @@ pub(crate) struct Conn {
     pub(crate) resp3: bool,
     /// Commands queued since `MULTI`, run by `EXEC`.
     pub(crate) queued: Option<Vec<Vec<Vec<u8>>>>,
-    /// Reused for each `CL.THROTTLE` key.
-    pub(crate) key_buf: String,
 }
 
 /// What a command did to the connection.
@@ -147,7 +145,7 @@ async fn dispatch<C: Clock + 'static>(
     };
     match command {
         "cl.throttle" => {
-            let error = throttle::cl_throttle(limits, args, &mut conn.key_buf, out).await;
+            let error = throttle::cl_throttle(limits, args, out).await;
             Outcome { error, close: false }
         }
         "lg.check" | "lg.checkall" | "lg.rule" => {
