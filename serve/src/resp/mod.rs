@@ -4,6 +4,7 @@
 //! * `parse`: requests, incrementally, allocating nothing a peer merely claims;
 //! * `reply`: RESP2 replies;
 //! * `commands`: dispatch and the connection commands;
+//! * `multi`: what `MULTI` queues, bounded in commands and bytes;
 //! * `throttle`: the limit commands.
 //!
 //! Each connection is one task: it parses every whole command its bytes hold, answers them in
@@ -13,6 +14,7 @@
 //! one at a time.
 
 mod commands;
+mod multi;
 mod parse;
 mod reply;
 mod throttle;
