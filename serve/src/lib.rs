@@ -50,6 +50,7 @@ mod replaces;
 mod resp;
 mod rules_file;
 mod server;
+mod settle;
 mod tat;
 
 pub use config::{Config, ServeError};

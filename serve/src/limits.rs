@@ -15,6 +15,7 @@ use crate::cell::CellStore;
 use crate::metrics::Metrics;
 use crate::replaces::Replaces;
 use crate::rules_file::LoadedRules;
+use crate::settle::Settle;
 use crate::tat::{Budget, Table};
 use arc_swap::ArcSwap;
 use leakgate::{Clock, Quota, Rule, Rules};
@@ -87,6 +88,8 @@ pub(crate) struct Limits<C: Clock> {
     pub(crate) metrics: Metrics,
     /// With Redis: its URL, for listing the buckets kept there.
     pub(crate) redis_url: Option<String>,
+    /// What the rules file watcher has seen and applied (SIGHUP tells it too).
+    pub(crate) rules_file: Mutex<Settle>,
 }
 
 impl<C: Clock + 'static> Limits<C> {
@@ -110,6 +113,7 @@ impl<C: Clock + 'static> Limits<C> {
             loaded: Mutex::new((loaded, source, BTreeMap::new())),
             metrics: Metrics::default(),
             redis_url: None,
+            rules_file: Mutex::new(Settle::new(None)),
         }
     }
 

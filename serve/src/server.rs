@@ -7,12 +7,13 @@ use crate::config::{Config, ServeError};
 use crate::limits::Limits;
 use crate::reload;
 use crate::rules_file::{LoadedRules, RulesError, RulesFormat};
+use crate::settle::{Fingerprint, Settle};
 use crate::tat::{Budget, Table};
 use leakgate::{Clock, RuleLimiter, TscClock};
 use leakgate_redis::FailurePolicy;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -65,6 +66,7 @@ async fn start_inner<C: Clock + Clone + 'static>(
         return Err(ServeError::NoListener);
     }
     // The bytes loaded are the watcher's first version: a change made from now on is seen.
+    let modified = std::fs::metadata(&config.rules).and_then(|m| m.modified()).ok();
     let bytes = std::fs::read(&config.rules).map_err(|e| {
         let message = format!("cannot read the file: {e}");
         ServeError::Rules(RulesError { path: Some(config.rules.clone()), message })
@@ -106,8 +108,17 @@ async fn start_inner<C: Clock + Clone + 'static>(
         }
     };
     let source = format!("file {}", config.rules.display());
+    let fingerprint = Fingerprint::of(&bytes, modified);
+    let count = loaded.rules.len();
     let mut limits = Limits::new(stores, budget, loaded, source);
     limits.redis_url = config.redis.clone();
+    limits.rules_file = Mutex::new(Settle::new(Some(fingerprint)));
+    let hash = format!("{:016x}", fingerprint.hash);
+    let file = config.rules.display();
+    tracing::info!(rules = count, bytes = bytes.len(), %hash, %file, "rules file applied");
+    if count == 0 {
+        tracing::warn!(%file, "the rules file has no rules: LG.CHECK and Envoy limit nothing");
+    }
     let limits = Arc::new(limits);
     let (shutdown, stop) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -150,8 +161,8 @@ async fn start_inner<C: Clock + Clone + 'static>(
     ));
     if !config.watch_every.is_zero() {
         let every = config.watch_every;
-        let (path, first) = (config.rules.clone(), Some(bytes));
-        tasks.spawn(reload::watch_file(limits.clone(), path, first, every, stop));
+        let path = config.rules.clone();
+        tasks.spawn(reload::watch_file(limits.clone(), path, every, stop));
     }
     running.tasks = tasks;
     tracing::info!(
