@@ -229,6 +229,15 @@ fn the_page_filters_and_sorts_in_a_real_browser() {
     assert_eq!(cells[0], "message_send/bob");
     assert_eq!(cells[2], "10/s");
     assert_eq!(cells[5], "2");
+    // A page at a time: two per page, the next page, back to the first.
+    browser.eval("const l = document.getElementById('limit'); l.value = '2'; l.dispatchEvent(new Event('input'))");
+    browser.wait_for("document.getElementById('next').disabled === false");
+    assert_eq!(browser.eval(&format!("{rows}.length")), 2);
+    browser.eval("document.getElementById('next').click()");
+    browser.wait_for(&format!("{rows}.length === 1"));
+    assert!(browser.eval("location.search").as_str().unwrap().contains("cursor="));
+    browser.eval("document.getElementById('first').click()");
+    browser.wait_for(&format!("{rows}.length === 2"));
     let png = browser.screenshot();
     assert!(png.starts_with(b"\x89PNG"));
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("leakgate-serve-page.png");
