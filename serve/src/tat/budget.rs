@@ -6,12 +6,15 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// What one tracked key is charged on top of its bytes: its entry (64 bytes) in a table that may
-/// be half empty after growing (so twice that, with a control byte each), and the allocator's
-/// header and rounding of the key's own allocation.
-pub(crate) const ENTRY_OVERHEAD: usize = 2 * (64 + 1) + 32;
+/// What one tracked key is charged for its entry: 80 bytes (a key of up to 22 bytes inside) in a
+/// table that may be half empty after growing, so twice that, with a control byte each.
+pub(crate) const ENTRY_OVERHEAD: usize = 2 * (80 + 1);
 
-/// The default budget: 256 MiB, about 60,000 keys of 4 KiB or 1.6 million short ones.
+/// What a longer key's own allocation is charged beyond its bytes: the allocator's header and
+/// rounding.
+pub(crate) const HEAP_OVERHEAD: usize = 32;
+
+/// The default budget: 256 MiB, about 62,000 keys of 4 KiB or 1.6 million short ones.
 pub(crate) const DEFAULT_BYTES: usize = 256 << 20;
 
 /// A byte budget shared by tables.
@@ -32,9 +35,14 @@ impl Budget {
         Budget { limit, used: AtomicUsize::new(0), refused: AtomicU64::new(0) }
     }
 
-    /// What a key of `len` bytes is charged.
+    /// What a key of `len` bytes is charged: its entry, and its bytes when they do not fit in
+    /// it.
     pub(crate) fn cost(len: usize) -> usize {
-        len.saturating_add(ENTRY_OVERHEAD)
+        if len <= super::key::INLINE {
+            ENTRY_OVERHEAD
+        } else {
+            len.saturating_add(ENTRY_OVERHEAD + HEAP_OVERHEAD)
+        }
     }
 
     /// Takes `bytes` if they fit, and says whether they did.
@@ -89,6 +97,8 @@ mod tests {
         assert_eq!(budget.used(), 400);
         assert!(!budget.try_take(usize::MAX));
         assert_eq!(Budget::cost(usize::MAX), usize::MAX);
+        assert_eq!(Budget::cost(0), Budget::cost(22));
+        assert_eq!(Budget::cost(4000), 4000 + ENTRY_OVERHEAD + HEAP_OVERHEAD);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!
 //! * `gcra`: the exact integer GCRA step of one TAT under one call's quota;
 //! * `budget`: the byte budget every table of client-made keys shares;
+//! * `key`: a key's bytes, inside its entry when short;
 //! * `table`: a sharded table of TATs by key, all or nothing across keys, bounded by the budget;
 //! * `page`: a page of a table's buckets in key order after a cursor, for `/buckets`.
 //!
@@ -14,6 +15,7 @@
 
 mod budget;
 mod gcra;
+mod key;
 mod page;
 mod table;
 #[cfg(test)]

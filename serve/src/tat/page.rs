@@ -2,9 +2,10 @@
 //! at least so full, after a cursor, the first `limit` in key order.
 //!
 //! One pass over the table, a shard at a time (each locked only while it is read), comparing
-//! each key in place: only the keys that enter the page are copied, into a heap of at most
-//! `limit` entries, so a page of 1,000 out of half a million keys costs one read of each key and
-//! about a thousand copies, whatever the table holds.
+//! each key in place and its fill in floating point: only the keys that enter the page are
+//! copied (and their figures computed exactly), into a heap of at most `limit` entries, so a page
+//! of 1,000 out of half a million keys costs one read of each key and about a thousand copies,
+//! whatever the table holds.
 
 use super::gcra::{decide, Params};
 use super::table::{Table, SHARDS};
@@ -63,55 +64,62 @@ impl Ord for ByKey {
     }
 }
 
-/// A key as shown (`head` then `raw`), compared in place when `raw` is shown as it is.
-enum Shown<'a> {
-    Plain(&'a str, &'a [u8]),
+/// A key's tail, as shown after the table's head: its bytes when they are shown as they are,
+/// else as `write_key` writes them.
+enum Tail<'a> {
+    Plain(&'a [u8]),
     Written(String),
 }
 
-impl<'a> Shown<'a> {
-    fn of(head: &'a str, raw: &'a [u8]) -> Shown<'a> {
+impl<'a> Tail<'a> {
+    fn of(raw: &'a [u8]) -> Tail<'a> {
         match std::str::from_utf8(raw) {
-            Ok(text) if !text.contains('\\') => Shown::Plain(head, raw),
+            Ok(text) if !text.contains('\\') => Tail::Plain(raw),
             _ => {
-                let mut written = String::from(head);
+                let mut written = String::new();
                 write_key(&mut written, raw);
-                Shown::Written(written)
+                Tail::Written(written)
             }
         }
     }
 
-    fn cmp(&self, other: &str) -> Ordering {
+    fn bytes(&self) -> &[u8] {
         match self {
-            Shown::Plain(head, raw) => {
-                let other = other.as_bytes();
-                let cut = head.len().min(other.len());
-                match head.as_bytes().cmp(&other[..cut]) {
-                    Ordering::Equal if head.len() > other.len() => Ordering::Greater,
-                    Ordering::Equal => (*raw).cmp(&other[cut..]),
-                    unequal => unequal,
-                }
-            }
-            Shown::Written(text) => text.as_str().cmp(other),
+            Tail::Plain(raw) => raw,
+            Tail::Written(text) => text.as_bytes(),
+        }
+    }
+}
+
+/// Where the cursor is, relative to the shown keys (all of which start with the head).
+enum After<'a> {
+    /// Every shown key comes after it.
+    Nothing,
+    /// No shown key comes after it.
+    Everything,
+    /// Shown keys whose tail is greater than this come after it.
+    Tail(&'a [u8]),
+}
+
+impl<'a> After<'a> {
+    fn of(head: &str, after: Option<&'a str>) -> After<'a> {
+        let Some(after) = after else { return After::Nothing };
+        if let Some(tail) = after.strip_prefix(head) {
+            return After::Tail(tail.as_bytes());
+        }
+        // The cursor is a proper prefix of the head, or they differ before either ends.
+        if head.as_bytes() > after.as_bytes() {
+            After::Nothing
+        } else {
+            After::Everything
         }
     }
 
-    fn starts_with(&self, prefix: &str) -> bool {
+    fn passes(&self, tail: &[u8]) -> bool {
         match self {
-            Shown::Plain(head, raw) => {
-                let p = prefix.as_bytes();
-                let cut = head.len().min(p.len());
-                head.as_bytes().starts_with(&p[..cut]) && raw.starts_with(&p[cut..])
-            }
-            Shown::Written(text) => text.starts_with(prefix),
-        }
-    }
-
-    fn into_string(self) -> String {
-        match self {
-            // Valid UTF-8, checked in `of`.
-            Shown::Plain(head, raw) => format!("{head}{}", String::from_utf8_lossy(raw)),
-            Shown::Written(text) => text,
+            After::Nothing => true,
+            After::Everything => false,
+            After::Tail(after) => tail > *after,
         }
     }
 }
@@ -123,38 +131,60 @@ pub(crate) fn page<C: Clock>(
     head: &str,
     query: &Query<'_>,
 ) -> (Vec<Listed>, usize) {
+    // Every shown key starts with the head: the prefix and the cursor become conditions on the
+    // tail, decided once here as far as the head decides them.
+    let prefix_tail = if head.starts_with(query.prefix) {
+        &b""[..]
+    } else if let Some(tail) = query.prefix.strip_prefix(head) {
+        tail.as_bytes()
+    } else {
+        return (Vec::new(), 0);
+    };
+    let after = After::of(head, query.after);
     let mut heap: BinaryHeap<ByKey> = BinaryHeap::with_capacity(query.limit.min(4096) + 1);
     let mut matched = 0usize;
     for shard in 0..SHARDS {
         table.for_each_in(shard, |entry, now| {
-            let shown = Shown::of(head, &entry.key);
-            if !shown.starts_with(query.prefix) {
+            let tail = Tail::of(&entry.key);
+            if !prefix_tail.is_empty() && !tail.bytes().starts_with(prefix_tail) {
                 return;
             }
-            let figures = match decide(entry.tat, entry.params, now, 0).decision {
-                Ok(ok) => (ok.remaining(), ok.reset_after()),
-                Err(no) => (no.remaining(), no.reset_after()),
+            // The level in floating point (no division of u128 for a key not listed): the
+            // backlog `TAT - now` over the emission interval, at most the burst.
+            let (p, tat) = (entry.params, entry.tat);
+            let backlog_ns = match tat.ns.cmp(&now) {
+                Ordering::Less => 0.0,
+                _ => (tat.ns - now) as f64 + tat.rem as f64 / tat.den as f64,
             };
-            let p = entry.params;
             let interval_ns = p.period_ns as f64 / p.count as f64;
-            let level = (figures.1.as_nanos() as f64 / interval_ns).min(p.burst as f64);
+            let level = (backlog_ns / interval_ns).min(p.burst as f64);
             let fill = level / p.burst as f64;
             if fill < query.min_fill {
                 return;
             }
             matched += 1;
-            if query.after.is_some_and(|after| shown.cmp(after) != Ordering::Greater) {
+            if !after.passes(tail.bytes()) {
                 return;
             }
             let full = heap.len() >= query.limit;
-            if full && heap.peek().is_none_or(|top| shown.cmp(&top.0.key) != Ordering::Less) {
+            let later = |top: &ByKey| tail.bytes() >= &top.0.key.as_bytes()[head.len()..];
+            if full && heap.peek().is_none_or(later) {
                 return;
             }
             if full {
                 heap.pop();
             }
+            let figures = match decide(tat, p, now, 0).decision {
+                Ok(ok) => (ok.remaining(), ok.reset_after()),
+                Err(no) => (no.remaining(), no.reset_after()),
+            };
+            let key = match tail {
+                // Valid UTF-8, checked in `Tail::of`.
+                Tail::Plain(raw) => format!("{head}{}", String::from_utf8_lossy(raw)),
+                Tail::Written(text) => format!("{head}{text}"),
+            };
             heap.push(ByKey(Listed {
-                key: shown.into_string(),
+                key,
                 params: p,
                 level,
                 fill,
@@ -173,15 +203,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shown_keys_compare_as_their_text() {
+    fn prefixes_and_cursors_on_the_tail_decide_as_on_the_shown_key() {
         let texts = ["", "c", "cl", "cl.throttle/", "cl.throttle/a", "cl.throttle/ab", "cl.z", "d"];
+        let head = "cl.throttle/";
         for raw in [&b""[..], b"a", b"ab", b"b", b"a\\b", b"\xff"] {
-            let shown = Shown::of("cl.throttle/", raw);
-            let mut text = String::from("cl.throttle/");
-            write_key(&mut text, raw);
+            let tail = Tail::of(raw);
+            let mut shown = String::from(head);
+            write_key(&mut shown, raw);
             for other in texts {
-                assert_eq!(shown.cmp(other), text.as_str().cmp(other), "{text:?} vs {other:?}");
-                assert_eq!(shown.starts_with(other), text.starts_with(other), "{text:?} {other:?}");
+                let after = After::of(head, Some(other));
+                assert_eq!(
+                    after.passes(tail.bytes()),
+                    shown.as_str() > other,
+                    "{shown:?} > {other:?}"
+                );
             }
         }
     }

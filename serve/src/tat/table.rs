@@ -15,13 +15,14 @@
 //! sweeper forgot (it was empty at its reading) is empty at every later call's reading too, and
 //! a forgotten key comes back exactly as its bucket would have answered.
 //!
-//! Memory: each key is charged [`Budget::cost`] (its bytes and [`super::budget::ENTRY_OVERHEAD`])
+//! Memory: each key is charged [`Budget::cost`] (its entry, and its bytes if they do not fit in it)
 //! when it is inserted and given back when it is swept; a new key that finds no room (after the
 //! shards the call holds are swept) is refused as from a full bucket. A shard whose table is
 //! mostly empty after a sweep is shrunk.
 
 use super::budget::Budget;
 use super::gcra::{decide, no_room, Params, Step, Tat};
+use super::key::Key;
 use hashbrown::HashTable;
 use leakgate::{Admitted, Clock, Denied};
 use std::collections::hash_map::RandomState;
@@ -34,9 +35,9 @@ use std::time::Duration;
 /// the keys to be swept.
 pub(crate) const SHARDS: usize = 256;
 
-/// One tracked key.
+/// One tracked key (80 bytes: `budget::ENTRY_OVERHEAD` counts on it).
 pub(crate) struct Entry {
-    pub(crate) key: Box<[u8]>,
+    pub(crate) key: Key,
     pub(crate) tat: Tat,
     /// The quota of the call that last charged it (for listing).
     pub(crate) params: Params,
@@ -199,7 +200,7 @@ impl<C: Clock> Table<C> {
                             (entry.tat, entry.params, entry.last_ns) = (tat, params, now);
                         }
                     } else {
-                        let entry = Entry { key: key.into(), tat, params, last_ns: now };
+                        let entry = Entry { key: Key::new(key), tat, params, last_ns: now };
                         guard.entries.insert_unique(hash, entry, |e| self.hasher.hash_one(&*e.key));
                     }
                 }

@@ -1,7 +1,7 @@
 //! The table against its promises: one bucket per key whatever the quota, the byte budget,
 //! all or nothing, the sweep and the clock, and pages that cover every key once.
 
-use super::budget::{Budget, ENTRY_OVERHEAD};
+use super::budget::{Budget, ENTRY_OVERHEAD, HEAP_OVERHEAD};
 use super::page::{page, Query};
 use super::table::{Charge, Table};
 use super::Params;
@@ -25,6 +25,11 @@ fn untracked() -> Result<Admitted, Denied> {
 }
 
 #[test]
+fn an_entry_is_what_the_budget_counts() {
+    assert_eq!(std::mem::size_of::<super::table::Entry>(), 80);
+}
+
+#[test]
 fn one_bucket_per_key_whatever_the_quota() {
     let (t, _) = table(1 << 20);
     let admitted = (0..8).filter(|_| t.check(b"k", params(1, 60, 5), 1).is_ok()).count()
@@ -37,7 +42,7 @@ fn one_bucket_per_key_whatever_the_quota() {
 #[test]
 fn new_keys_past_the_budget_are_refused_and_old_ones_served() {
     let key_bytes = 100;
-    let (t, clock) = table(10 * (key_bytes + ENTRY_OVERHEAD));
+    let (t, clock) = table(10 * (key_bytes + ENTRY_OVERHEAD + HEAP_OVERHEAD));
     let p = params(1, 1, 2);
     let key = |i: u32| format!("{i:0100}").into_bytes();
     for i in 0..10 {
@@ -151,4 +156,10 @@ fn pages_after_a_cursor_cover_every_key_once_in_order() {
         got.extend(listed.into_iter().map(|l| l.key));
     }
     assert_eq!(got, want);
+    // A prefix the head decides alone.
+    for (prefix, all) in [("cl", true), ("", true), ("d", false), ("cl.throttle/u/\\", false)] {
+        let q = Query { prefix, min_fill: 0.0, after: None, limit: 10 };
+        let (_, matched) = page(&t, "cl.throttle/", &q);
+        assert_eq!(matched == 377, all, "{prefix:?}: {matched}");
+    }
 }
