@@ -26,14 +26,6 @@ impl Key {
             Key::Heap(bytes.into())
         }
     }
-
-    /// The bytes it holds on the heap (0 for an inline key), for the budget.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        match self {
-            Key::Inline(..) => 0,
-            Key::Heap(bytes) => bytes.len(),
-        }
-    }
 }
 
 impl Deref for Key {
@@ -63,7 +55,7 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
             let key = Key::new(&bytes);
             assert_eq!(&*key, &bytes[..]);
-            assert_eq!(key.heap_bytes() == 0, len <= INLINE);
+            assert_eq!(matches!(key, Key::Inline(..)), len <= INLINE);
         }
         assert_eq!(std::mem::size_of::<Key>(), 24);
     }

@@ -163,3 +163,133 @@ fn pages_after_a_cursor_cover_every_key_once_in_order() {
         assert_eq!(matched == 377, all, "{prefix:?}: {matched}");
     }
 }
+
+/// The exact model at nanosecond precision: one TAT per key, a rational number of ns
+/// (`num / den`, times counted from the test's start so that they stay small), each call's
+/// quota applied to it.
+mod model {
+    use leakgate::{Admitted, Denied};
+    use std::cmp::Ordering;
+    use std::time::Duration;
+
+    #[derive(Clone, Copy, Debug)]
+    pub(super) struct Ns(pub(super) u128, pub(super) u128);
+
+    fn gcd(mut a: u128, mut b: u128) -> u128 {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a.max(1)
+    }
+
+    impl Ns {
+        pub(super) fn new(num: u128, den: u128) -> Ns {
+            let g = gcd(num, den);
+            Ns(num / g, den / g)
+        }
+        fn common(self, o: Ns) -> (u128, u128, u128) {
+            let l = self.1 / gcd(self.1, o.1) * o.1;
+            (self.0 * (l / self.1), o.0 * (l / o.1), l)
+        }
+        fn add(self, o: Ns) -> Ns {
+            let (a, b, l) = self.common(o);
+            Ns::new(a + b, l)
+        }
+        fn sub(self, o: Ns) -> Ns {
+            let (a, b, l) = self.common(o);
+            Ns::new(a.saturating_sub(b), l)
+        }
+        pub(super) fn cmp(self, o: Ns) -> Ordering {
+            let (a, b, _) = self.common(o);
+            a.cmp(&b)
+        }
+        fn ceil(self) -> Duration {
+            Duration::from_nanos(self.0.div_ceil(self.1) as u64)
+        }
+    }
+
+    /// `(decision, slack)`: the slack of a conforming call is how far it fit within tau.
+    pub(super) fn call(
+        tat: &mut Ns,
+        (count, period_ns, burst): (u64, u64, u64),
+        now: u64,
+        n: u64,
+    ) -> (Result<Admitted, Denied>, Option<Ns>) {
+        let t = Ns::new(u128::from(period_ns), u128::from(count));
+        let tau = Ns::new(t.0 * u128::from(burst), t.1);
+        let now = Ns::new(u128::from(now), 1);
+        let start = if tat.cmp(now) == Ordering::Greater { *tat } else { now };
+        let after = start.add(Ns::new(t.0 * u128::from(n), t.1));
+        let remaining = |x: Ns| {
+            let backlog = x.sub(now);
+            let backlog = if backlog.cmp(tau) == Ordering::Greater { tau } else { backlog };
+            let left = tau.sub(backlog);
+            ((left.0 * t.1) / (left.1 * t.0)) as u64
+        };
+        if after.sub(now).cmp(tau) != Ordering::Greater && n <= burst {
+            if n > 0 {
+                *tat = after;
+            }
+            let ok = Admitted::new(remaining(after), after.sub(now).ceil());
+            return (Ok(ok), Some(tau.sub(after.sub(now))));
+        }
+        let retry = (n <= burst).then(|| after.sub(tau).sub(now).ceil());
+        (Err(Denied::new(remaining(start), start.sub(now).ceil(), retry)), None)
+    }
+}
+
+fn figures(d: &Result<Admitted, Denied>) -> (bool, u64, Duration, Option<Duration>) {
+    match d {
+        Ok(ok) => (true, ok.remaining(), ok.reset_after(), None),
+        Err(no) => (false, no.remaining(), no.reset_after(), no.retry_after()),
+    }
+}
+
+proptest::proptest! {
+    /// The table against the model at nanosecond precision, a quota per call (any count up to
+    /// 1,000 over any period up to 10 s): equal while a key's TAT stays in the units it was
+    /// written in; after a call in other units (which rounds it up, under 1 ns each time),
+    /// never admitting what the model refuses, and departing only that close to a boundary.
+    #[test]
+    fn the_table_decides_as_the_exact_model(
+        quotas in proptest::collection::vec((1u64..=1000, 1u64..=10_000_000_000, 1u64..=12), 1..=3),
+        calls in proptest::collection::vec((0usize..3, 0usize..2, 0u64..=5, 0u64..2_000_000_000), 1..60),
+    ) {
+        let (t, clock) = table(1 << 20);
+        let base = leakgate::Clock::now_ns(&clock);
+        let mut tats = [model::Ns(0, 1); 2];
+        let mut ahead = [0u64; 2];
+        let mut units: [Option<u128>; 2] = [None; 2];
+        for (step, &(qi, key, n, advance)) in calls.iter().enumerate() {
+            clock.advance(Duration::from_nanos(advance));
+            let q = quotas[qi % quotas.len()];
+            // The quota's units: count / gcd(count, period), the numerator of count / period.
+            let d = model::Ns::new(u128::from(q.0), u128::from(q.1)).0;
+            if units[key].is_some_and(|u| u != d) {
+                ahead[key] += 1;
+            }
+            let now = leakgate::Clock::now_ns(&clock);
+            let p = Params { count: q.0, period_ns: q.1, burst: q.2 };
+            let got = figures(&t.check(&[b'k', key as u8], p, n));
+            let (want, slack) = model::call(&mut tats[key], q, now - base, n);
+            let want = figures(&want);
+            if ahead[key] == 0 {
+                proptest::prop_assert_eq!(got, want, "step {}", step);
+            } else if got != want {
+                proptest::prop_assert!(!got.0 || want.0, "step {}: admitted what the model refuses", step);
+                if got.0 != want.0 {
+                    let fit = slack.expect("the model admitted");
+                    let within = fit.cmp(model::Ns(u128::from(ahead[key]), 1)).is_lt();
+                    proptest::prop_assert!(within, "step {}", step);
+                    break;
+                }
+                proptest::prop_assert!(want.1 >= got.1 && want.1 - got.1 <= 1, "step {}", step);
+                let late = got.2.checked_sub(want.2).expect("no earlier");
+                proptest::prop_assert!(late <= Duration::from_nanos(ahead[key]), "step {}", step);
+            }
+            if got.0 && n > 0 {
+                units[key] = Some(d);
+            }
+        }
+    }
+}
