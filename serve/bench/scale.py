@@ -12,7 +12,7 @@ meanwhile (p50, p99, max), and the time (and the service's CPU time) of GET /buc
 page) and GET /buckets?limit=1.
 Needs only python3.
 """
-import socket, subprocess, sys, tempfile, threading, time, os, statistics, urllib.request
+import os, shutil, socket, statistics, subprocess, sys, tempfile, threading, time, urllib.request
 
 binary = sys.argv[1]
 keys = int(sys.argv[2]) if len(sys.argv) > 2 else 524288
@@ -108,3 +108,4 @@ try:
               f"(service CPU {statistics.median(cpus):.0f} ms), {len(body)} bytes")
 finally:
     serve.terminate(); serve.wait()
+    shutil.rmtree(d)
