@@ -13,12 +13,12 @@ Listeners (each served when its flag is given):
   --resp ADDR   the Redis protocol: redis-cell's CL.THROTTLE key max_burst count period
                 [quantity], and LG.CHECK key [cost] / LG.CHECKALL cost key... / LG.RULE key
                 on the rules file
-  --http ADDR   GET /metrics (Prometheus), GET /buckets?prefix=P&min_fill=F (JSON), and
-                GET / (a page of the buckets to filter and sort)
+  --http ADDR   GET /metrics (Prometheus), GET /buckets?prefix=P&min_fill=F&limit=N&cursor=C
+                (JSON, a page at a time), and GET / (a page of the buckets to filter and sort)
 
 The rules file is leakgate's TOML (see `leakgate rules --help`), or envoyproxy/ratelimit's YAML
 configuration when it is named .yaml or .yml. It is read again on SIGHUP and when it changes;
-every key keeps its level, and a file that does not parse is refused (the reason is logged) while
+every key keeps the units it could admit (capped at the new burst), and a file that does not parse is refused (the reason is logged) while
 the rules in force stay. With --redis, the buckets live in that Redis and every instance on it
 shares them; rules pushed with `leakgate rules push` are picked up within a second.
 
@@ -37,8 +37,16 @@ clients the header Authorization: Bearer <secret> (/metrics and /buckets; the pa
 clients for a certificate signed by that CA. The HTTP listener answers only requests whose Host is
 an IP address, localhost, or a name given with --http-allow-host (against DNS rebinding).
 
-Logs go to stderr, warnings only by default; LEAKGATE_LOG=info (or debug, or a tracing filter
-such as leakgate_serve=debug) says more. SIGTERM or SIGINT stops gracefully: no new connection,
+Logs go to stderr: warnings, and what the service puts in force (each rules file applied: its
+rules count, length and hash); LEAKGATE_LOG=info (or debug, or a tracing filter such as
+leakgate_serve=debug) says more. A changed rules file is applied once two polls in a row read
+the same file (so never half a file being written), and never when empty (0 bytes); a file with
+only a comment lifts every limit.
+
+Memory: the keys clients make (CL.THROTTLE keys, the buckets of Envoy descriptor overrides) take
+at most --key-memory together (256MiB by default; each key its bytes and about 160 more); a new
+key past it is refused as by a full bucket, until idle buckets are swept (every second). Keys are
+at most 4 KiB; a MULTI queues at most 1 MiB. SIGTERM or SIGINT stops gracefully: no new connection,
 calls in flight are answered.
 
 Once listening, one line per listener goes to stdout: `grpc 127.0.0.1:8081`, ... (the bound
@@ -78,7 +86,8 @@ pub(crate) struct Args {
     /// response_headers_to_add
     #[arg(long)]
     rate_limit_headers: bool,
-    /// How often the rules file is read to see whether it changed (0: only on SIGHUP)
+    /// How often the rules file is read to see whether it changed (0: only on SIGHUP); a change
+    /// is applied once two polls in a row read the same file
     #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "500ms")]
     poll: Duration,
     /// The most connections each listener keeps open at once (lowered to fit the open-files
@@ -107,6 +116,10 @@ pub(crate) struct Args {
     /// * for any)
     #[arg(long, value_name = "NAME")]
     http_allow_host: Vec<String>,
+    /// The most memory the keys clients make (CL.THROTTLE keys, descriptor overrides) may take
+    /// together; a new key past it is refused (e.g. 64MiB, 1GiB, or bytes)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256MiB")]
+    key_memory: usize,
 }
 
 fn parse_positive(text: &str) -> Result<Duration, String> {
@@ -125,6 +138,26 @@ fn auth_file(flag: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
         Some(path) if path.is_empty() => Err("LEAKGATE_AUTH_FILE is set but empty".into()),
         path => Ok(path.map(PathBuf::from)),
     }
+}
+
+/// `N`, `NKiB`, `NMiB` or `NGiB` (also `K`, `M`, `G`, `KB`, `MB`, `GB`: powers of 1,024 all),
+/// at least 1 MiB.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("{text:?} is not a size: e.g. 256MiB, 1GiB or 100000000")),
+    };
+    let n: usize = number.parse().map_err(|_| format!("{text:?} is not a size: e.g. 256MiB"))?;
+    let bytes = n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))?;
+    if bytes < 1 << 20 {
+        return Err(format!("{text:?} is less than 1MiB: too little for the keys of one client"));
+    }
+    Ok(bytes)
 }
 
 fn parse_policy(text: &str) -> Result<leakgate_redis::FailurePolicy, String> {
@@ -149,8 +182,10 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 
 /// Runs `leakgate serve`.
 pub(crate) fn run(args: Args) -> ExitCode {
+    // The service's own notes (the rules it put in force, and from where) and everyone's
+    // warnings.
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEAKGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,leakgate_serve=info"));
     // Colours only for a person at a terminal: a log file or a pipe gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
@@ -163,7 +198,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
         .watch_every(args.poll)
         .max_connections(args.max_connections)
         .header_timeout(args.header_timeout)
-        .idle_timeout(args.idle_timeout);
+        .idle_timeout(args.idle_timeout)
+        .key_memory(args.key_memory);
     match auth_file(args.auth_file) {
         Ok(Some(path)) => config = config.auth_file(path),
         Ok(None) => {}
@@ -241,4 +277,20 @@ pub(crate) fn run(args: Args) -> ExitCode {
         running.run_until(signals).await;
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_in_powers_of_1024() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        for bad in ["", "MiB", "12 parsecs", "-1MiB", "1.5GiB", "1KiB", "99999999999999999999GiB"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -368,6 +368,21 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// Connects an [`AsyncRedisCell`](crate::AsyncRedisCell) (leave [`quota`](Self::quota) and
+    /// [`leases`](Self::leases) out: each call brings its quota), from async code, waiting for
+    /// Redis as [`connect`](Self::connect) does.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cell = leakgate_redis::Builder::new("redis://127.0.0.1/").connect_cell_async().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cell_async(self) -> Result<crate::AsyncRedisCell, Error> {
+        crate::AsyncRedisCell::from_builder(self).await
+    }
+}
+
 impl std::fmt::Debug for Builder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Builder")

@@ -1,6 +1,7 @@
 -- leakgate GCRA, script version 3: one decision over several buckets, all or nothing, taken only
 -- if the call has not passed its deadline. (Version 3: a rule bucket also stores its quota's tau,
--- and a change of quota carries the units a bucket could admit, not its level.)
+-- and a change of quota carries the units a bucket could admit, not its level; and a key may
+-- hold one TAT under the quota each call brings: ARGV[9] "2".)
 --
 -- A time is a pair (ms, lo): whole milliseconds and units of 1/D ns within the millisecond
 -- (0 <= lo < L = 10^6 * D, L <= 2^52). The script only adds, subtracts and compares pairs, so
@@ -22,6 +23,11 @@
 --                is kept in; one kept in another quota is carried over to its quota now: see
 --                carry() in gcra_carry.lua). A leading '~' marks a copy kept for servers on
 --                other rules (see the origins in gcra_general.lua). Version 2 wrote no tau.
+--            "2" TAT (redis-cell's bucket: one key, one bucket, the quota given by each call):
+--                "ms:lo@D;NOTE", the TAT in the units of the quota that wrote it; a call in
+--                other units (another D) reads it rounded up to the whole ns, and a TAT beyond
+--                the call's tau stays (it is refused until then). NOTE is the last ARGV, kept
+--                as it is (the client writes the quota there, for listing).
 -- ARGV[10]   the call's deadline on Redis's clock (TIME, whole µs since the epoch): a script that
 --            starts after it decides nothing, charges nothing and replies {2, TIME in µs}. The
 --            caller has given up by then, and would not see the decision.
@@ -58,6 +64,7 @@ repeat
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if us > tonumber(ARGV[10]) then return { 2, us } end
   local rule = ARGV[9] == '1'
+  local tat = ARGV[9] == '2'
   local now_ms, now_ns
   if ARGV[1] == '' then
     local r = us % 1000
@@ -78,6 +85,10 @@ repeat
       if a == nil or d ~= ARGV[11] or x ~= ARGV[13] or y ~= ARGV[14] or u ~= ARGV[15] or v ~= ARGV[16] then
         break
       end
+    elseif tat then
+      a, b, d = string.match(raw, '^(%d+):(%d+)@(%d+);')
+      -- Written in other units: the general path reads it in the call's.
+      if a ~= nil and d ~= ARGV[11] then break end
     else
       a, b = string.match(raw, '^(%d+):(%d+)$')
     end
@@ -124,6 +135,7 @@ repeat
   if rule then
     value = value .. '@' .. ARGV[11] .. ':' .. ARGV[13] .. ':' .. ARGV[14] .. ':' .. ARGV[15] .. ':' .. ARGV[16]
   end
+  if tat then value = value .. '@' .. ARGV[11] .. ';' .. ARGV[#ARGV] end
   redis.call('SET', KEYS[1], value, 'PX', tm + tonumber(ARGV[7]) + 1)
   return reply
 until true

@@ -35,6 +35,7 @@ local lease_want = arg(6)
 local slack = arg(7)
 local write = ARGV[8] == '1'
 local rules = ARGV[9] == '1'
+local tat = ARGV[9] == '2'
 -- Quota j's numbers at Q[7j-6 .. 7j]: D, L, T.ms, T.lo, tau.ms, tau.lo, and now's lo in its units.
 -- (Flat tables: a script allocates every table on every call.) With rules, R[j] names its quota
 -- as a bucket stores it: "D:T.ms:T.lo:tau.ms:tau.lo".
@@ -184,16 +185,30 @@ for i = 1, k do
           if string.sub(raw, pos, pos) ~= ',' then return bad(K[i]) end
           pos = pos + 1
         end
-        local a, c, e, _
-        if C[i] == 1 then
+        local a, c, e, rate, _
+        if tat then
+          -- One bucket; what follows its units (the note) is the client's.
+          _, _, a, c, rate = string.find(raw, '^(%d+):(%d+)@(%d+);')
+          e = #raw
+        elseif C[i] == 1 then
           a, c = string.match(raw, '^(%d+):(%d+)$')
           e = #raw
         else
           _, e, a, c = string.find(raw, '^(%d+):(%d+)', pos)
         end
         local am, al = num(a), num(c)
-        if am == nil or al == nil or al >= L then return bad(K[i]) end
+        if am == nil or al == nil then return bad(K[i]) end
         pos = e + 1
+        local Do = tat and num(rate)
+        if tat and Do ~= Q[o + 1] then
+          -- Written in other units: rounded up to the whole ns, in the call's (exact: q < 10^6
+          -- and D <= 2^32).
+          if Do == nil or Do < 1 or Do > MAX_D or al >= Do * 1000000 then return bad(K[i]) end
+          local q = ceil_div(al, Do)
+          if q >= 1000000 then am, q = am + 1, q - 1000000 end
+          al = q * Q[o + 1]
+        end
+        if al >= L then return bad(K[i]) end
         if not le(am, al, now_ms, nl) then tm, tl = am, al end
       end
       S[2 * x - 1], S[2 * x] = tm, tl
@@ -335,6 +350,7 @@ for i = 1, k do
       local o = 7 * (j - 1)
       local pair = string.format('%.0f:%.0f', S[2 * x - 1], S[2 * x])
       if rules then pair = pair .. '@' .. R[j] end
+      if tat then pair = pair .. '@' .. ARGV[11] .. ';' .. ARGV[#ARGV] end
       if x == F[i] then value = pair else value = value .. ',' .. pair end
       if not le(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7]) then
         local dm = ms_up(sub(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7], Q[o + 2]))

@@ -148,6 +148,11 @@
 //! such a key with an error (its failure policy decides; by default it refuses). Upgrade the
 //! servers that share a Redis together, or accept those refusals meanwhile.
 //!
+//! # redis-cell's bucket
+//! An [`AsyncRedisCell`] keeps one bucket per key, its TAT, and decides each call under the
+//! quota that call brings (as redis-cell's `CL.THROTTLE` does: `leakgate serve` uses it with
+//! `--redis`): the same key called with another quota keeps its TAT.
+//!
 //! # Queue mode
 //! [`RedisLimiter::reserve_n`] grants a time to go, up to `max_wait` ahead, and charges the
 //! buckets from that time; reservations from all processes form one queue per key.
@@ -217,6 +222,7 @@
 
 mod blocking;
 mod breaker;
+mod cell;
 mod client;
 mod clock;
 mod config;
@@ -236,6 +242,7 @@ mod stats;
 mod units;
 
 pub use blocking::RedisLimiter;
+pub use cell::AsyncRedisCell;
 pub use clock::SystemClock;
 pub use config::{Builder, FailurePolicy, LeaseConfig};
 pub use error::Error;

@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::fallback::Fallback;
 use crate::lease::LeaseTable;
 use crate::reservation::RedisReservation;
-use crate::script::{Call, CallKey, Reply};
+use crate::script::{Call, CallKey, Keep, Reply};
 use crate::stats::Stats;
 use crate::units::{Rate, MAX_WAIT};
 use leakgate::{Admitted, Denied, Quota};
@@ -316,7 +316,7 @@ impl AsyncRedisLimiter {
             known_tat,
             write: n > 0 && !never,
             expiry_slack_ms: c.expiry_slack_ms,
-            rules: false,
+            keep: Keep::Plain,
         };
         let reply = c.call(&call, budget).await?;
         let decision = if never {

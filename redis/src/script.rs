@@ -72,10 +72,23 @@ pub(crate) struct Call<'a> {
     pub(crate) write: bool,
     /// Milliseconds a key lives beyond the moment its buckets are empty.
     pub(crate) expiry_slack_ms: u64,
-    /// Whether the keys hold rule buckets, each naming the quota it is kept in, carried over to
-    /// the key's quotas when they change (see `gcra_carry.lua`); otherwise the key's name fixes
-    /// its quotas, and every key has the same ones in the same order.
-    pub(crate) rules: bool,
+    /// How the keys hold their buckets (see [`Keep`]).
+    pub(crate) keep: Keep<'a>,
+}
+
+/// How a call's keys hold their buckets (the script's `ARGV[9]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keep<'a> {
+    /// The key's name fixes its quotas, and every key has the same ones in the same order.
+    Plain,
+    /// Rule buckets, each naming the quota it is kept in, carried over to the key's quotas when
+    /// they change (see `gcra_carry.lua`); each key also brings the buckets that earlier rules
+    /// gave it (its [`CallKey::origins`]).
+    Rules,
+    /// One bucket per key, its TAT, under the quota each call brings (redis-cell's bucket): a TAT
+    /// kept in other units is read rounded up to the whole nanosecond. The note (the quota, as
+    /// text) is kept with it, for listing.
+    Tat(&'a str),
 }
 
 impl Call<'_> {
@@ -112,7 +125,11 @@ impl Call<'_> {
             .arg(self.lease_want)
             .arg(self.expiry_slack_ms.min(1 << 40))
             .arg(if self.write { "1" } else { "0" })
-            .arg(if self.rules { "1" } else { "0" })
+            .arg(match self.keep {
+                Keep::Plain => "0",
+                Keep::Rules => "1",
+                Keep::Tat(_) => "2",
+            })
             .arg(deadline_us.min(MAX_EXACT));
         for rate in &quotas {
             let t =
@@ -132,12 +149,15 @@ impl Call<'_> {
                 let j = 1 + quotas.iter().position(|q| std::ptr::eq(*q, rate)).unwrap_or(0);
                 cmd.arg(j).arg(cost.ms).arg(cost.lo);
             }
-            if self.rules {
+            if self.keep == Keep::Rules {
                 cmd.arg(key.origins.len());
                 for origin in &key.origins {
                     cmd.arg(origin.quotas);
                 }
             }
+        }
+        if let Keep::Tat(note) = self.keep {
+            cmd.arg(note);
         }
         if self.lease_want > 0 {
             for (j, rate) in quotas.iter().enumerate() {
@@ -296,7 +316,7 @@ mod tests {
             known_tat: &[],
             write: true,
             expiry_slack_ms: 0,
-            rules: false,
+            keep: Keep::Plain,
         };
         Answer::parse(Value::Array(numbers.iter().map(|&v| Value::Int(v)).collect()), &call)
     }

@@ -16,14 +16,6 @@ pub(crate) struct Checked {
     pub(crate) failed: bool,
 }
 
-impl Checked {
-    /// Whether no rule limited any key of the request (nothing tracked, nothing charged).
-    pub(crate) fn untracked(&self) -> bool {
-        // A tracked bucket never has `u64::MAX` units left: its burst is below that.
-        matches!(&self.decision, Ok(ok) if ok.remaining() == u64::MAX)
-    }
-}
-
 impl<C: Clock + 'static> Backend<C> {
     /// Checks cost `n` on every key at once, all or nothing (`RuleLimiter::check_all_n`).
     pub(crate) async fn check_all(&self, keys: &[&str], n: u64) -> Checked {

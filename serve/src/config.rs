@@ -30,6 +30,7 @@ pub struct Config {
     pub(crate) watch_every: Duration,
     /// Caps, timeouts, authentication, TLS: set by the methods in `listen/settings.rs`.
     pub(crate) listen: crate::listen::Settings,
+    pub(crate) key_memory: usize,
 }
 
 impl Config {
@@ -52,6 +53,7 @@ impl Config {
             rate_limit_headers: false,
             watch_every: Duration::from_millis(500),
             listen: crate::listen::Settings::default(),
+            key_memory: crate::tat::DEFAULT_BYTES,
         }
     }
 
@@ -149,6 +151,21 @@ impl Config {
     /// ```
     pub fn watch_every(mut self, every: Duration) -> Config {
         self.watch_every = every;
+        self
+    }
+
+    /// The most bytes the keys clients make may take together (default 256 MiB): every
+    /// `CL.THROTTLE` key and every key under a descriptor override, counted with its bucket's
+    /// overhead (about 160 bytes). A new key that finds no room is refused, as a full table
+    /// refuses (`CL.THROTTLE` answers limited, Envoy `OVER_LIMIT`), until empty buckets are
+    /// swept (every second).
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml").key_memory(64 << 20);
+    /// # let _ = config;
+    /// ```
+    pub fn key_memory(mut self, bytes: usize) -> Config {
+        self.key_memory = bytes;
         self
     }
 }

@@ -14,9 +14,14 @@
 //!   buckets that a person can filter and sort.
 //!
 //! The rules file is leakgate's TOML, or envoyproxy/ratelimit's YAML configuration (files named
-//! `.yaml` or `.yml`). It is read again on SIGHUP and when it changes; every tracked key keeps
-//! its level, and a file that does not parse is refused, with the reason in the log, while the
-//! rules in force stay.
+//! `.yaml` or `.yml`). It is read again on SIGHUP and when it changes (applied once two polls in a
+//! row read the same file, never when empty); every tracked key keeps the units it could admit
+//! (capped at the new burst: no reload hands out units), and a file that does not parse is
+//! refused, with the reason in the log, while the rules in force stay.
+//!
+//! What clients can make the service hold is bounded: the keys they make (`CL.THROTTLE`'s, one
+//! bucket per key as in redis-cell, and those of descriptor overrides) take at most
+//! [`Config::key_memory`] together, keys are at most 4 KiB, and a `MULTI` queues at most 1 MiB.
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,6 +42,8 @@
 
 mod auth;
 mod backend;
+mod cell;
+mod checks;
 mod config;
 mod costs;
 mod envoy_yaml;
@@ -50,6 +57,8 @@ mod replaces;
 mod resp;
 mod rules_file;
 mod server;
+mod settle;
+mod tat;
 
 pub use config::{Config, ServeError};
 pub use listen::raise_open_files_limit;

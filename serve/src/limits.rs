@@ -1,19 +1,25 @@
 //! The limits the service enforces: the rules in force (the rules file, or rules pushed through
 //! Redis, plus the rules made for Envoy's per-descriptor `limit` overrides) in one limiter, and
-//! the buckets of `CL.THROTTLE` (whose quota comes with each call) in another.
+//! the buckets of `CL.THROTTLE` (whose quota comes with each call) in a store of their own.
 //!
-//! Both limiters are [`Backend`]s: in memory, or in Redis for a fleet. Rules made on demand (an
-//! override's quota, a `CL.THROTTLE` quota) are added by a reload, which keeps every tracked
-//! key's level; their number is bounded, so a peer cannot make the service compile rules
-//! without end.
+//! Clients make keys and quotas; nothing they send compiles a rule or makes a reload. A
+//! `CL.THROTTLE` quota is a number in a call ([`crate::cell`]). An override's quota gets a rule
+//! path (`~override/<n>/<unit>`, at most [`MAX_OVERRIDES`] of them, for the metrics' labels),
+//! but in memory its buckets live in a [`Table`] of their own, checked all or nothing with the
+//! rules limiter ([`crate::checks`]), so making one costs nothing proportional to the keys
+//! tracked; with Redis the override rules join the Redis rules limiter, whose reload only
+//! compiles rules. Every table of client-made keys takes its memory from one [`Budget`].
 
 use crate::backend::{Backend, Checked};
+use crate::cell::CellStore;
 use crate::metrics::Metrics;
 use crate::replaces::Replaces;
 use crate::rules_file::LoadedRules;
+use crate::settle::Settle;
+use crate::tat::{Budget, Table};
 use arc_swap::ArcSwap;
 use leakgate::{Clock, Quota, Rule, Rules};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,19 +29,29 @@ use std::time::Duration;
 /// not use them.
 pub(crate) const RESERVED: char = '~';
 
-/// The most distinct override quotas the service makes rules for.
+/// The start of the rule paths of descriptor overrides.
+pub(crate) const OVERRIDE_HEAD: &str = "~override/";
+
+/// The most distinct override quotas the service makes rule paths for.
 pub(crate) const MAX_OVERRIDES: usize = 256;
-/// The most distinct `CL.THROTTLE` quotas the service makes rules for.
-pub(crate) const MAX_CELL_QUOTAS: usize = 1024;
-/// Keys each rule made on demand tracks at once.
+/// Keys each override rule tracks at once in a local fallback (with Redis).
 pub(crate) const DYNAMIC_RULE_CAPACITY: usize = 65_536;
-/// The rule path head of `CL.THROTTLE` buckets: `cl.throttle/<max_burst>/<count>/<period>`.
+/// How `CL.THROTTLE`'s buckets are named in `/buckets` (`cl.throttle/<key>`) and `/metrics`.
 pub(crate) const CELL_HEAD: &str = "cl.throttle";
+
+/// The longest key a client may name, in bytes, on every listener: a `CL.THROTTLE` or `LG.`
+/// key, a descriptor's key (`D/k1/v1/...`), a `/buckets` prefix.
+pub(crate) const MAX_KEY: usize = 4096;
+
+/// The error for a key longer than [`MAX_KEY`].
+pub(crate) fn key_too_long(len: usize) -> String {
+    format!("the key is {len} bytes long: keys may have at most {MAX_KEY} bytes")
+}
 
 /// The rules in force, as the request handlers read them.
 #[derive(Debug, Default)]
 pub(crate) struct InForce {
-    /// Every rule the rules limiter enforces: the loaded ones and the overrides.
+    /// Every rule in force: the loaded ones and the overrides.
     pub(crate) rules: Rules,
     pub(crate) replaces: Replaces,
     /// Where the loaded rules came from (`file PATH`, `redis version N`).
@@ -56,31 +72,30 @@ impl CellQuota {
         let burst = self.max_burst.checked_add(1).ok_or("max_burst is too large")?;
         Quota::new(self.count, Duration::from_secs(self.period_s), burst).map_err(|e| e.to_string())
     }
-
-    /// The rule path of this quota's buckets.
-    pub(crate) fn path(self) -> String {
-        format!("{CELL_HEAD}/{}/{}/{}", self.max_burst, self.count, self.period_s)
-    }
 }
 
 /// Everything the listeners share.
 pub(crate) struct Limits<C: Clock> {
     pub(crate) rules: Backend<C>,
-    pub(crate) cell: Backend<C>,
+    pub(crate) cell: CellStore<C>,
+    /// In memory: the buckets of descriptor overrides (with Redis they are rules there).
+    pub(crate) overrides: Option<Table<C>>,
+    /// The bytes client-made keys may take, shared by every table of them.
+    pub(crate) budget: Arc<Budget>,
     in_force: ArcSwap<InForce>,
     /// The loaded rules (without overrides) and the override rules, changed together.
     loaded: Mutex<(LoadedRules, String, BTreeMap<String, Rule>)>,
-    /// The quotas `CL.THROTTLE` has rules for.
-    cell_quotas: Mutex<HashSet<CellQuota>>,
     pub(crate) metrics: Metrics,
     /// With Redis: its URL, for listing the buckets kept there.
     pub(crate) redis_url: Option<String>,
+    /// What the rules file watcher has seen and applied (SIGHUP tells it too).
+    pub(crate) rules_file: Mutex<Settle>,
 }
 
 impl<C: Clock + 'static> Limits<C> {
     pub(crate) fn new(
-        rules: Backend<C>,
-        cell: Backend<C>,
+        (rules, cell, overrides): (Backend<C>, CellStore<C>, Option<Table<C>>),
+        budget: Arc<Budget>,
         loaded: LoadedRules,
         source: String,
     ) -> Self {
@@ -92,11 +107,13 @@ impl<C: Clock + 'static> Limits<C> {
         Limits {
             rules,
             cell,
+            overrides,
+            budget,
             in_force: ArcSwap::from_pointee(in_force),
             loaded: Mutex::new((loaded, source, BTreeMap::new())),
-            cell_quotas: Mutex::new(HashSet::new()),
             metrics: Metrics::default(),
             redis_url: None,
+            rules_file: Mutex::new(Settle::new(None)),
         }
     }
 
@@ -105,29 +122,41 @@ impl<C: Clock + 'static> Limits<C> {
         self.in_force.load_full()
     }
 
+    /// Every table of client-made keys in this process (for the sweeper).
+    pub(crate) fn tables(&self) -> Vec<&Table<C>> {
+        self.cell.table().into_iter().chain(self.overrides.as_ref()).collect()
+    }
+
     /// Puts newly loaded rules in force (with the overrides made so far), every tracked key
     /// keeping its level. Returns how many rules were loaded; on error the rules in force stay.
     pub(crate) fn put_rules(&self, loaded: LoadedRules, source: String) -> Result<usize, String> {
         check_reserved(&loaded.rules)?;
         let mut state = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         let count = loaded.rules.len();
-        self.apply(&loaded, &source, &state.2)?;
+        self.apply(&loaded, &source, &state.2, true)?;
         *state = (loaded, source, std::mem::take(&mut state.2));
         Ok(count)
     }
 
-    /// Puts `loaded` and `overrides` in force together.
+    /// Puts `loaded` and `overrides` in force together; `reload` says whether the loaded rules
+    /// changed (in memory, the rules limiter holds them alone: the overrides' buckets are
+    /// elsewhere, so a new override reloads nothing).
     fn apply(
         &self,
         loaded: &LoadedRules,
         source: &str,
         overrides: &BTreeMap<String, Rule>,
+        reload: bool,
     ) -> Result<(), String> {
         let mut rules = loaded.rules.clone();
         for (path, rule) in overrides {
             rules.insert_rule(path.clone(), rule.clone());
         }
-        self.rules.reload(rules.clone())?;
+        match self.overrides {
+            Some(_) if reload => self.rules.reload(loaded.rules.clone())?,
+            Some(_) => {}
+            None => self.rules.reload(rules.clone())?,
+        }
         let replaces = loaded.replaces.clone();
         self.in_force.store(Arc::new(InForce { rules, replaces, source: source.to_string() }));
         Ok(())
@@ -135,7 +164,7 @@ impl<C: Clock + 'static> Limits<C> {
 
     /// The rule path of the override `quota` (Envoy's descriptor `limit`), made if new.
     pub(crate) fn ensure_override(&self, name: &str, quota: Quota) -> Result<String, String> {
-        let path = format!("{RESERVED}override/{name}");
+        let path = format!("{OVERRIDE_HEAD}{name}");
         if self.in_force.load().rules.get(&path).is_some() {
             return Ok(path);
         }
@@ -153,7 +182,7 @@ impl<C: Clock + 'static> Limits<C> {
         rule.capacity(DYNAMIC_RULE_CAPACITY);
         state.2.insert(path.clone(), rule);
         let (loaded, source, overrides) = &*state;
-        if let Err(e) = self.apply(loaded, source, overrides) {
+        if let Err(e) = self.apply(loaded, source, overrides, false) {
             state.2.remove(&path);
             return Err(e);
         }
@@ -161,45 +190,25 @@ impl<C: Clock + 'static> Limits<C> {
         Ok(path)
     }
 
-    /// Checks `CL.THROTTLE` cost `n` on `key` (already written as `cl.throttle/.../key` in
-    /// `full_key`) under `quota`, making the quota's rule if new.
+    /// Checks `CL.THROTTLE` cost `n` on `key` under `quota`, counting the decision under the
+    /// label `cl.throttle`.
     pub(crate) async fn cell_check(
         &self,
         quota: CellQuota,
-        full_key: &str,
+        key: &[u8],
         n: u64,
     ) -> Result<Checked, String> {
-        let checked = self.cell.check_all(&[full_key], n).await;
-        if !checked.untracked() {
-            return Ok(checked);
+        let quota = quota.quota()?;
+        let checked = self.cell.check(key, quota, n).await;
+        let extra = self.metrics.rule(CELL_HEAD);
+        // Relaxed: statistics.
+        if checked.failed {
+            extra.errors.fetch_add(1, Ordering::Relaxed);
+        } else if n > 0 {
+            let count = if checked.decision.is_ok() { &extra.admitted } else { &extra.refused };
+            count.fetch_add(1, Ordering::Relaxed);
         }
-        blocking(|| self.ensure_cell(quota))?;
-        Ok(self.cell.check_all(&[full_key], n).await)
-    }
-
-    /// Makes the rule of a `CL.THROTTLE` quota, if new.
-    pub(crate) fn ensure_cell(&self, quota: CellQuota) -> Result<(), String> {
-        let mut quotas = self.cell_quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        if quotas.contains(&quota) {
-            return Ok(());
-        }
-        if quotas.len() >= MAX_CELL_QUOTAS {
-            return Err(format!(
-                "too many distinct CL.THROTTLE quotas: this service keeps at most \
-                 {MAX_CELL_QUOTAS}"
-            ));
-        }
-        let leakgate_quota = quota.quota()?;
-        let mut rules = Rules::new();
-        for q in quotas.iter().chain([&quota]) {
-            let mut rule = Rule::new([q.quota()?]);
-            rule.capacity(DYNAMIC_RULE_CAPACITY);
-            rules.insert_rule(q.path(), rule);
-        }
-        self.cell.reload(rules)?;
-        quotas.insert(quota);
-        tracing::info!(rule = %quota.path(), quota = %leakgate_quota, "made a rule for a CL.THROTTLE quota");
-        Ok(())
+        Ok(checked)
     }
 
     /// Counts a check the failure policy answered against the rule of each key.
@@ -213,11 +222,14 @@ impl<C: Clock + 'static> Limits<C> {
 
     /// Peeks at `key` (cost 0) to read its own figures, and counts the peek so that it is taken
     /// out of the rule's admitted count.
-    pub(crate) async fn peek(&self, rules: &Rules, key: &str) -> Checked {
-        self.peek_on(&self.rules, rules, key).await
+    pub(crate) async fn peek(&self, in_force: &InForce, key: &str) -> Checked {
+        if let Some((path, _)) = in_force.rules.rule_for(key) {
+            self.metrics.rule(path).internal_peeks.fetch_add(1, Ordering::Relaxed);
+        }
+        self.check_all(in_force, &[key], 0).await
     }
 
-    /// [`Limits::peek`] on either limiter (`rules` are its rules in force).
+    /// [`Limits::peek`] on the rules limiter (`rules` are its rules in force).
     pub(crate) async fn peek_on(&self, backend: &Backend<C>, rules: &Rules, key: &str) -> Checked {
         if let Some((path, _)) = rules.rule_for(key) {
             self.metrics.rule(path).internal_peeks.fetch_add(1, Ordering::Relaxed);
@@ -296,5 +308,6 @@ mod tests {
         assert_eq!((q.burst(), q.emission_interval()), (16, Duration::from_secs(2)));
         assert!(CellQuota { max_burst: 0, count: 0, period_s: 1 }.quota().is_err());
         assert!(CellQuota { max_burst: u64::MAX, count: 1, period_s: 1 }.quota().is_err());
+        assert!(key_too_long(MAX_KEY + 1).contains("4096"));
     }
 }

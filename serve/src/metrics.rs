@@ -114,6 +114,19 @@ pub(crate) struct RuleExtra {
     /// Peeks the service made on the rule's keys to report figures (the limiter counts them as
     /// admitted).
     pub(crate) internal_peeks: AtomicU64,
+    /// For buckets kept outside the rules limiter (`cl.throttle`, overrides in memory):
+    /// requests admitted, and requests their own bucket refused.
+    pub(crate) admitted: AtomicU64,
+    pub(crate) refused: AtomicU64,
+}
+
+/// One rule path's extra counts, read together.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ExtraCounts {
+    pub(crate) errors: u64,
+    pub(crate) internal_peeks: u64,
+    pub(crate) admitted: u64,
+    pub(crate) refused: u64,
 }
 
 /// Rules reloads.
@@ -146,16 +159,21 @@ impl Metrics {
     }
 
     /// The extra counters of every rule path seen, by path.
-    pub(crate) fn rules(&self) -> Vec<(String, u64, u64)> {
+    pub(crate) fn rules(&self) -> Vec<(String, ExtraCounts)> {
         let rules = self.rules.read().unwrap_or_else(PoisonError::into_inner);
         let mut all: Vec<_> = rules
             .iter()
             .map(|(path, extra)| {
-                let errors = extra.errors.load(Ordering::Relaxed);
-                (path.to_string(), errors, extra.internal_peeks.load(Ordering::Relaxed))
+                let counts = ExtraCounts {
+                    errors: extra.errors.load(Ordering::Relaxed),
+                    internal_peeks: extra.internal_peeks.load(Ordering::Relaxed),
+                    admitted: extra.admitted.load(Ordering::Relaxed),
+                    refused: extra.refused.load(Ordering::Relaxed),
+                };
+                (path.to_string(), counts)
             })
             .collect();
-        all.sort();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
         all
     }
 }

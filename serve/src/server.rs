@@ -2,16 +2,19 @@
 //! current, and stopping gracefully ([`Signals`]).
 
 use crate::backend::Backend;
+use crate::cell::CellStore;
 use crate::config::{Config, ServeError};
 use crate::limits::Limits;
 use crate::listen::Gate;
 use crate::reload;
 use crate::rules_file::{LoadedRules, RulesError, RulesFormat};
-use leakgate::{Clock, RuleLimiter, Rules, TscClock};
-use leakgate_redis::AsyncRedisRuleLimiter;
+use crate::settle::{Fingerprint, Settle};
+use crate::tat::{Budget, Table};
+use leakgate::{Clock, RuleLimiter, TscClock};
+use leakgate_redis::FailurePolicy;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -67,6 +70,7 @@ async fn start_inner<C: Clock + Clone + 'static>(
     // The secret and the certificates are read, and the caps fitted, before anything listens.
     let prepared = config.listen.prepare(listeners)?;
     // The bytes loaded are the watcher's first version: a change made from now on is seen.
+    let modified = std::fs::metadata(&config.rules).and_then(|m| m.modified()).ok();
     let bytes = std::fs::read(&config.rules).map_err(|e| {
         let message = format!("cannot read the file: {e}");
         ServeError::Rules(RulesError { path: Some(config.rules.clone()), message })
@@ -79,32 +83,46 @@ async fn start_inner<C: Clock + Clone + 'static>(
         let message = format!("rule {path:?}: paths that start with '~' are reserved");
         return Err(ServeError::Rules(RulesError { path: Some(config.rules.clone()), message }));
     }
-    let (rules, cell) = match &config.redis {
+    let budget = Arc::new(Budget::new(config.key_memory));
+    let table = || Table::new(clock.clone(), budget.clone());
+    let stores = match &config.redis {
         None => (
             Backend::Memory(RuleLimiter::with_clock(loaded.rules.clone(), clock.clone())),
-            Backend::Memory(RuleLimiter::with_clock(Rules::new(), clock.clone())),
+            CellStore::Memory(table()),
+            Some(table()),
         ),
         Some(url) => {
-            let connect = |rules: Rules| {
+            let builder = || {
                 let mut builder =
-                    AsyncRedisRuleLimiter::builder(url).failure_policy(config.redis_failure);
+                    leakgate_redis::Builder::new(url.clone()).failure_policy(config.redis_failure);
                 if let Some(deadline) = config.redis_deadline {
                     builder = builder.deadline(deadline);
                 }
                 if redis_caller_clock {
                     builder = builder.caller_clock(clock.clone());
                 }
-                builder.connect_rules_async(rules)
+                builder
             };
-            let rules = connect(loaded.rules.clone()).await;
+            let rules = builder().connect_rules_async(loaded.rules.clone()).await;
             let rules = rules.map_err(|e| ServeError::Redis(e.to_string()))?;
-            let cell = connect(Rules::new()).await.map_err(|e| ServeError::Redis(e.to_string()))?;
-            (Backend::Redis(rules), Backend::Redis(cell))
+            let cell = builder().connect_cell_async().await;
+            let cell = cell.map_err(|e| ServeError::Redis(e.to_string()))?;
+            let local = matches!(config.redis_failure, FailurePolicy::Local { .. }).then(table);
+            (Backend::Redis(rules), CellStore::Redis { cell, local }, None)
         }
     };
     let source = format!("file {}", config.rules.display());
-    let mut limits = Limits::new(rules, cell, loaded, source);
+    let fingerprint = Fingerprint::of(&bytes, modified);
+    let count = loaded.rules.len();
+    let mut limits = Limits::new(stores, budget, loaded, source);
     limits.redis_url = config.redis.clone();
+    limits.rules_file = Mutex::new(Settle::new(Some(fingerprint)));
+    let hash = format!("{:016x}", fingerprint.hash);
+    let file = config.rules.display();
+    tracing::info!(rules = count, bytes = bytes.len(), %hash, %file, "rules file applied");
+    if count == 0 {
+        tracing::warn!(%file, "the rules file has no rules: LG.CHECK and Envoy limit nothing");
+    }
     let limits = Arc::new(limits);
     let (shutdown, stop) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -143,10 +161,16 @@ async fn start_inner<C: Clock + Clone + 'static>(
         let follower = reload::follow_redis(limits.clone(), url, PUSH_POLL);
         running.follower = Some(follower.map_err(|e| ServeError::Redis(e.to_string()))?);
     }
+    tasks.spawn(crate::tat::sweep_every(
+        limits.clone(),
+        Limits::tables,
+        crate::tat::SWEEP_EVERY,
+        stop.clone(),
+    ));
     if !config.watch_every.is_zero() {
         let every = config.watch_every;
-        let (path, first) = (config.rules.clone(), Some(bytes));
-        tasks.spawn(reload::watch_file(limits.clone(), path, first, every, stop));
+        let path = config.rules.clone();
+        tasks.spawn(reload::watch_file(limits.clone(), path, every, stop));
     }
     running.tasks = tasks;
     tracing::info!(

@@ -83,6 +83,47 @@ fn two_instances_share_one_keys_limit_within_its_bound() {
 }
 
 #[test]
+fn cl_throttle_keeps_one_bucket_per_key_across_the_fleet() {
+    let redis = RedisServer::start();
+    let a = fleet_instance(&redis, "");
+    let b = fleet_instance(&redis, "");
+    let (mut sa, mut sb) = (raw(a.resp()), raw(b.resp()));
+    // The reproducer's calls, spread over two instances: max_burst 4, then 5, one a minute.
+    let mut admitted = 0;
+    for i in 0..16 {
+        let s = if i % 2 == 0 { &mut sa } else { &mut sb };
+        let max_burst = if i < 8 { 4 } else { 5 };
+        let reply = ask(s, &format!("CL.THROTTLE k {max_burst} 1 60"));
+        admitted += usize::from(reply.starts_with("*5\r\n:0\r\n"));
+    }
+    assert_eq!(admitted, 6);
+    // One Redis key for the key, whatever the parameters.
+    let mut con = redis::Client::open(redis.url()).unwrap().get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("leakgate:*").query(&mut con).unwrap();
+    assert_eq!(keys, ["leakgate:tat1:k"]);
+}
+
+#[test]
+fn cl_throttle_without_redis_is_decided_at_this_instances_share() {
+    let redis = RedisServer::start();
+    let served = serve_with("rules.toml", "", TscClock::new(), |c| {
+        c.resp(any_port())
+            .redis(redis.url())
+            .redis_deadline(Duration::from_millis(50))
+            .redis_failure_policy(leakgate_redis::FailurePolicy::Local { expected_servers: 2 })
+    });
+    let mut s = raw(served.resp());
+    assert!(ask(&mut s, "CL.THROTTLE k 9 1 3600").starts_with("*5\r\n:0\r\n:10\r\n:9\r\n"));
+    redis.pause();
+    // A burst of 10 over 2 instances: this one's share is 5.
+    let admitted = (0..8)
+        .filter(|_| ask(&mut s, "CL.THROTTLE k 9 1 3600").starts_with("*5\r\n:0\r\n"))
+        .count();
+    redis.resume();
+    assert_eq!(admitted, 5);
+}
+
+#[test]
 fn rules_pushed_through_redis_reach_every_instance() {
     let redis = RedisServer::start();
     let a = fleet_instance(&redis, "api = \"10/s\"\n");
@@ -227,7 +268,16 @@ fn buckets_in_redis_are_listed_by_every_instance() {
     assert_eq!(page["backend"], "redis");
     let rows = page["buckets"].as_array().unwrap();
     let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["cl.throttle/9/1/3600/user123", "view/alice", "view/bob"]);
+    assert_eq!(keys, ["cl.throttle/user123", "view/alice", "view/bob"]);
+    // A CL.THROTTLE bucket is listed under the quota of its last charge.
+    let cell = &rows[0];
+    assert_eq!(
+        (cell["rule"].as_str(), cell["quota"].as_str()),
+        (Some("cl.throttle"), Some("1/h burst 10"))
+    );
+    assert_eq!(cell["remaining"].as_u64(), Some(8));
+    let level = cell["level"].as_f64().unwrap();
+    assert!((1.99..=2.0).contains(&level), "level {level}");
     let alice = &rows[1];
     assert_eq!((alice["rule"].as_str(), alice["remaining"].as_u64()), (Some("view"), Some(6)));
     let level = alice["level"].as_f64().unwrap();

@@ -240,6 +240,59 @@ fn descriptor_limits_override_with_a_bucket_of_their_own() {
 }
 
 #[test]
+fn an_override_and_a_rule_are_judged_all_or_nothing() {
+    let clock = ManualClock::new();
+    let served = serve_manual(RULES, &clock);
+    let mut c = Client::new(&served);
+    const MINUTE: i32 = 2;
+    let over = || with_limit(d(&[("remote_address", "8.8.8.8")]), 2, MINUTE);
+    let user = || d(&[("user", "u1")]);
+    // The rule's bucket (1/s burst 3) is spent; the override's (2/min) is whole.
+    assert_eq!(overall(&c.ok("edge", vec![user()], 3)), Code::Ok);
+    let r = c.ok("edge", vec![over(), user()], 0);
+    assert_eq!(overall(&r), Code::OverLimit);
+    assert_eq!(fig(&r.statuses[0]).0, Code::Ok);
+    assert_eq!(fig(&r.statuses[1]).0, Code::OverLimit);
+    // The refusal charged nothing: the override still takes two.
+    assert_eq!(fig(&c.ok("edge", vec![over()], 0).statuses[0]), (Code::Ok, 1, 30_000));
+    clock.advance(Duration::from_secs(3));
+    // Now the override refuses, and the rule's bucket (refilled) is not charged.
+    assert_eq!(overall(&c.ok("edge", vec![over()], 0)), Code::Ok);
+    let r = c.ok("edge", vec![over(), user()], 0);
+    assert_eq!(
+        (fig(&r.statuses[0]).0, fig(&r.statuses[1]).0, overall(&r)),
+        (Code::OverLimit, Code::Ok, Code::OverLimit)
+    );
+    assert_eq!(fig(&c.ok("edge", vec![user()], 3).statuses[0]).0, Code::Ok);
+    // Counted under the override's rule.
+    let text = support::http_get(served.http(), "/metrics");
+    let line = "leakgate_rule_refused_total{rule=\"~override/2/minute\"} 1";
+    assert!(text.lines().any(|l| l == line), "{text}");
+}
+
+#[test]
+fn override_keys_take_their_memory_from_the_key_budget() {
+    let served = serve_with("rules.toml", RULES, ManualClock::new(), |c| {
+        c.grpc(any_port()).http(any_port()).key_memory(64 * 1024)
+    });
+    let mut c = Client::new(&served);
+    let address = |i: usize| format!("{i:0>3000}");
+    let mut refused = 0;
+    for i in 0..40 {
+        let over = with_limit(d(&[("remote_address", &address(i))]), 5, 2);
+        refused += usize::from(overall(&c.ok("edge", vec![over], 0)) == Code::OverLimit);
+    }
+    // 64 KiB hold 20 keys of 3,039 bytes (`~override/5/minute/edge/remote_address/...`, each
+    // charged its bytes and 194 more).
+    assert_eq!(refused, 40 - 20);
+    // A key held is still served.
+    let again = with_limit(d(&[("remote_address", &address(0))]), 5, 2);
+    assert_eq!(overall(&c.ok("edge", vec![again], 0)), Code::Ok);
+    let text = support::http_get(served.http(), "/metrics");
+    assert!(text.lines().any(|l| l == "leakgate_keys_refused_total 20"), "{text}");
+}
+
+#[test]
 fn unknown_domains_empty_and_oversized_descriptors() {
     let clock = ManualClock::new();
     let served = serve_manual(RULES, &clock);

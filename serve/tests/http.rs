@@ -58,7 +58,7 @@ fn buckets_lists_filters_and_caps() {
         keys,
         [
             "api/x",
-            "cl.throttle/15/30/60/user123",
+            "cl.throttle/user123",
             "message_send/alice",
             "message_send/bob",
             "message_send/carol"
@@ -83,6 +83,60 @@ fn buckets_lists_filters_and_caps() {
     assert_eq!(keys, ["message_send/alice", "message_send/carol"]);
     let capped: Value = serde_json::from_str(&http_get(served.http(), "/buckets?limit=2")).unwrap();
     assert_eq!((capped["matched"].as_u64(), capped["listed"].as_u64()), (Some(5), Some(2)));
+    let cell = &page["buckets"][1];
+    assert_eq!(
+        (cell["rule"].as_str(), cell["quota"].as_str()),
+        (Some("cl.throttle"), Some("30/min burst 16"))
+    );
+    assert_eq!((cell["remaining"].as_u64(), cell["idle_ms"].as_u64()), (Some(12), Some(100)));
+}
+
+#[test]
+fn buckets_come_a_page_at_a_time_after_a_cursor() {
+    let clock = ManualClock::new();
+    let served = serve_manual(RULES, &clock);
+    fill_some_buckets(&served);
+    let mut keys = Vec::new();
+    let mut path = "/buckets?limit=2".to_string();
+    for _ in 0..3 {
+        let page: Value = serde_json::from_str(&http_get(served.http(), &path)).unwrap();
+        assert_eq!(page["matched"], 5);
+        let rows = page["buckets"].as_array().unwrap();
+        keys.extend(rows.iter().map(|b| b["key"].as_str().unwrap().to_string()));
+        match page["next_cursor"].as_str() {
+            Some(cursor) => {
+                let cursor: String = cursor
+                    .bytes()
+                    .map(|b| match b {
+                        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' => {
+                            (b as char).to_string()
+                        }
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect();
+                path = format!("/buckets?limit=2&cursor={cursor}");
+            }
+            None => {
+                assert_eq!(rows.len(), 1);
+                break;
+            }
+        }
+    }
+    let want = [
+        "api/x",
+        "cl.throttle/user123",
+        "message_send/alice",
+        "message_send/bob",
+        "message_send/carol",
+    ];
+    assert_eq!(keys, want);
+    // A prefix longer than any key, or a cursor this service never gave: a clear 400.
+    let long = format!("/buckets?prefix={}", "k".repeat(4097));
+    for (path, why) in [(long.as_str(), "at most 4096 bytes"), ("/buckets?cursor=nope", "cursor")] {
+        let (status, body) = support::http_get_any(served.http(), path);
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains(why), "{body}");
+    }
 }
 
 #[test]
@@ -112,6 +166,8 @@ fn metrics_count_per_rule_and_per_listener() {
         "leakgate_request_duration_seconds_count{listener=\"resp\"} 5",
         "leakgate_request_duration_seconds_bucket{listener=\"resp\",le=\"+Inf\"} 5",
         "leakgate_rules_in_force 3",
+        "leakgate_key_memory_limit_bytes 268435456",
+        "leakgate_keys_refused_total 0",
         "# TYPE leakgate_request_duration_seconds histogram",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
@@ -173,6 +229,15 @@ fn the_page_filters_and_sorts_in_a_real_browser() {
     assert_eq!(cells[0], "message_send/bob");
     assert_eq!(cells[2], "10/s");
     assert_eq!(cells[5], "2");
+    // A page at a time: two per page, the next page, back to the first.
+    browser.eval("const l = document.getElementById('limit'); l.value = '2'; l.dispatchEvent(new Event('input'))");
+    browser.wait_for("document.getElementById('next').disabled === false");
+    assert_eq!(browser.eval(&format!("{rows}.length")), 2);
+    browser.eval("document.getElementById('next').click()");
+    browser.wait_for(&format!("{rows}.length === 1"));
+    assert!(browser.eval("location.search").as_str().unwrap().contains("cursor="));
+    browser.eval("document.getElementById('first').click()");
+    browser.wait_for(&format!("{rows}.length === 2"));
     let png = browser.screenshot();
     assert!(png.starts_with(b"\x89PNG"));
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("leakgate-serve-page.png");

@@ -82,3 +82,70 @@ fn a_rules_file_may_not_use_reserved_paths() {
     let error = served.running().reload().unwrap_err().to_string();
     assert!(error.contains("reserved"), "{error}");
 }
+
+/// The value of the `/metrics` line that starts with `name`.
+fn metric(served: &support::Served<ManualClock>, name: &str) -> u64 {
+    let text = http_get(served.http(), "/metrics");
+    let line = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+const APPLIED: &str = "leakgate_rules_reloads_total{outcome=\"applied\"}";
+const REFUSED: &str = "leakgate_rules_reloads_total{outcome=\"refused\"}";
+
+/// Waits (at most 10 s) until the metric `name` is at least `want`.
+fn wait_for_metric(served: &support::Served<ManualClock>, name: &str, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(served, name) < want {
+        assert!(Instant::now() < deadline, "{name} never reached {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_file_written_in_two_halves_between_polls_is_never_applied_half() {
+    let every = Duration::from_millis(100);
+    let full = ["a = \"1/s\"\nb = \"1/s\"\n# one\n", "a = \"1/s\"\nb = \"1/s\"\n# two\n"];
+    let served = serve_with("rules.toml", full[1], ManualClock::new(), |c| {
+        c.resp(any_port()).http(any_port()).watch_every(every)
+    });
+    let path = served.rules.path.clone();
+    for i in 0..10u64 {
+        // At another moment between two polls each time (the last one just applied a file).
+        std::thread::sleep(every * ((i * 37) % 100) as u32 / 100);
+        // Written in place, in two halves less than a poll apart: a poll may read the first
+        // half (which parses, and drops b's limit), but two polls in a row never do.
+        std::fs::write(&path, "a = \"1/s\"\n").unwrap();
+        std::thread::sleep(every * 7 / 10);
+        std::fs::write(&path, full[(i % 2) as usize]).unwrap();
+        wait_for_metric(&served, APPLIED, i + 1);
+    }
+    std::thread::sleep(every * 4);
+    assert_eq!(metric(&served, APPLIED), 10, "a half was applied");
+    let mut s = raw(served.resp());
+    std::io::Write::write_all(&mut s, b"LG.RULE b/x\r\n").unwrap();
+    assert!(read_reply(&mut s).contains("1/s"));
+}
+
+#[test]
+fn an_empty_file_is_never_applied() {
+    let every = Duration::from_millis(50);
+    let served = serve_with("rules.toml", "a = \"1/s\"\n", ManualClock::new(), |c| {
+        c.resp(any_port()).http(any_port()).watch_every(every)
+    });
+    // Truncated and left so (a writer that stopped between truncating and writing).
+    std::fs::write(&served.rules.path, "").unwrap();
+    wait_for_metric(&served, REFUSED, 1);
+    std::thread::sleep(every * 4);
+    assert_eq!((metric(&served, APPLIED), metric(&served, REFUSED)), (0, 1));
+    let error = served.running().reload().unwrap_err().to_string();
+    assert!(error.contains("empty"), "{error}");
+    let mut s = raw(served.resp());
+    std::io::Write::write_all(&mut s, b"LG.RULE a/x\r\n").unwrap();
+    assert!(read_reply(&mut s).contains("1/s"), "the rules in force stay");
+    // A file with only a comment is how to lift every limit.
+    served.rules.write("# nothing is limited\n");
+    wait_for_metric(&served, APPLIED, 1);
+    std::io::Write::write_all(&mut s, b"LG.RULE a/x\r\n").unwrap();
+    assert_eq!(read_reply(&mut s), "*2\r\n$-1\r\n$-1\r\n");
+}

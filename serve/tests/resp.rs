@@ -298,6 +298,42 @@ fn a_thousand_connections_opened_and_dropped() {
 }
 
 #[test]
+fn multi_queues_at_most_a_mebibyte_and_a_spoiled_transaction_is_discarded() {
+    let clock = ManualClock::new();
+    let served = serve_manual("", &clock);
+    let mut s = raw(served.resp());
+    let big = "x".repeat(400 * 1024);
+    let echo = format!("*2\r\n$4\r\nECHO\r\n${}\r\n{big}\r\n", big.len());
+    exchange(&mut s, b"MULTI\r\n", "+OK\r\n");
+    exchange(&mut s, echo.as_bytes(), "+QUEUED\r\n");
+    exchange(&mut s, echo.as_bytes(), "+QUEUED\r\n");
+    // The third would pass 1 MiB: refused, and everything queued is dropped.
+    exchange(&mut s, echo.as_bytes(), "-ERR MULTI may queue at most 1048576 bytes of commands\r\n");
+    exchange(&mut s, b"CL.THROTTLE tx2 0 1 60\r\n", "+QUEUED\r\n");
+    exchange(
+        &mut s,
+        b"EXEC\r\n",
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
+    // Nothing of it ran: the bucket is whole.
+    exchange(&mut s, b"CL.THROTTLE tx2 0 1 60\r\n", "*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:60\r\n");
+    // As in Redis: an unknown command, or a wrong number of arguments, spoils it too.
+    exchange(&mut s, b"MULTI\r\n", "+OK\r\n");
+    exchange(&mut s, b"ECHO\r\n", "-ERR wrong number of arguments for 'echo' command\r\n");
+    exchange(
+        &mut s,
+        b"NOSUCH a\r\n",
+        "-ERR unknown command 'NOSUCH', with args beginning with: 'a'\r\n",
+    );
+    exchange(
+        &mut s,
+        b"EXEC\r\n",
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
+    exchange(&mut s, b"EXEC\r\n", "-ERR EXEC without MULTI\r\n");
+}
+
+#[test]
 fn what_common_clients_send_on_connect_is_answered() {
     let clock = ManualClock::new();
     let served = serve_manual("", &clock);

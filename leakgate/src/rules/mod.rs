@@ -8,7 +8,8 @@
 //!   [`RuleLimiter::check_all_n`] checks several keys at once (tenant, user, global): the request
 //!   conforms only if every bucket does, and then every bucket is charged, otherwise none is.
 //! * **Live reload.** [`RuleLimiter::reload`] swaps the rules while checks go on; every tracked
-//!   key keeps its level under the rule that now matches it.
+//!   key keeps the units it could admit under the rule that now matches it (capped at the new
+//!   burst: no reload hands out units).
 //! * **Shadow mode, counters, introspection.** A rule in shadow mode decides and counts but never
 //!   refuses; [`RuleLimiter::stats`] counts per rule; [`RuleLimiter::buckets`] lists levels.
 //! * **Files and metrics.** With the feature `rules-file`, rules come from TOML

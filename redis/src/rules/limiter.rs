@@ -7,7 +7,7 @@ use super::outcome;
 use crate::client::Client;
 use crate::config::Builder;
 use crate::error::Error;
-use crate::script::{Call, CallKey};
+use crate::script::{Call, CallKey, Keep};
 use crate::stats::Stats;
 use arc_swap::ArcSwap;
 use leakgate::{Admitted, Denied, RuleStats, Rules};
@@ -327,7 +327,7 @@ impl AsyncRedisRuleLimiter {
             known_tat: &[],
             write: n > 0,
             expiry_slack_ms: c.expiry_slack_ms,
-            rules: true,
+            keep: Keep::Rules,
         };
         let reply = c.call(&call, c.deadline).await?;
         let decision = outcome::decide(&call_keys, &rules, n, &reply);

@@ -107,7 +107,7 @@ pub(crate) async fn judge<C: Clock + 'static>(
     } else if unit == 0 {
         Ok(Admitted::new(u64::MAX, Duration::ZERO))
     } else {
-        let checked = limits.rules.check_all(&names, unit).await;
+        let checked = limits.check_all(&in_force, &names, unit).await;
         if checked.failed {
             let mut keys = names.clone();
             keys.sort_unstable();
@@ -127,7 +127,7 @@ pub(crate) async fn judge<C: Clock + 'static>(
         distinct.iter().map(|key| (key.to_string(), figures(&decision))).collect()
     } else {
         // The peeks go together: with Redis, their round trips overlap.
-        let peeks = distinct.iter().map(|key| limits.peek(&in_force.rules, key));
+        let peeks = distinct.iter().map(|key| limits.peek(&in_force, key));
         let peeked = futures_util::future::join_all(peeks).await;
         distinct
             .iter()

@@ -1,6 +1,7 @@
 //! A `RateLimitRequest` read into parts: each descriptor's key under the rules (the contract's
 //! mapping `D/k1/v1/k2/v2`), its cost, and its descriptor limit override if any.
 
+use crate::limits::{key_too_long, MAX_KEY};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
@@ -10,8 +11,6 @@ use std::fmt::Write as _;
 pub(crate) const MAX_DESCRIPTORS: usize = 64;
 /// The most entries one descriptor may have.
 pub(crate) const MAX_ENTRIES: usize = 32;
-/// The longest key a descriptor may make (bytes).
-pub(crate) const MAX_KEY: usize = 4096;
 
 /// A descriptor's `limit` override: `requests` per one `unit` (seconds), its own bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +101,7 @@ fn part(domain: &str, d: &RateLimitDescriptor, request_cost: u64) -> Result<Part
             let _ = write!(key, "/{}", entry.value);
         }
         if key.len() > MAX_KEY {
-            return Err(format!("the key is longer than {MAX_KEY} bytes"));
+            return Err(key_too_long(key.len()));
         }
     }
     Ok(Part { key: Some(key), cost, limit })
@@ -159,7 +158,7 @@ mod tests {
             descriptors: vec![descriptor(&[("k", &long)])],
             hits_addend: 1,
         };
-        assert!(parts(&big).unwrap_err().contains("longer"));
+        assert!(parts(&big).unwrap_err().contains("at most 4096 bytes"));
         let mut negative = descriptor(&[("a", "b")]);
         negative.is_negative_hits = true;
         let neg =

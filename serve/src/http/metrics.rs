@@ -1,16 +1,19 @@
 //! `GET /metrics`: Prometheus text (exposition format 0.0.4).
 //!
-//! * per rule (both limiters: the rules file's and `CL.THROTTLE`'s):
+//! * per rule (the rules file's, the overrides', and `cl.throttle` for every `CL.THROTTLE`
+//!   bucket):
 //!   `leakgate_rule_admitted_total`, `leakgate_rule_refused_total`,
 //!   `leakgate_rule_shadow_refused_total` (requests a shadow rule would have refused),
 //!   `leakgate_rule_errors_total` (checks the failure policy answered because Redis gave none);
 //!   with `--redis`, the first three count the decisions Redis made;
 //! * per listener: `leakgate_requests_total`, `leakgate_request_errors_total` and the histogram
 //!   `leakgate_request_duration_seconds` (time spent deciding, not on the wire);
-//! * `leakgate_rules_reloads_total{outcome="applied"|"refused"}` and `leakgate_rules_in_force`.
+//! * `leakgate_rules_reloads_total{outcome="applied"|"refused"}` and `leakgate_rules_in_force`;
+//! * `leakgate_key_memory_bytes`, `leakgate_key_memory_limit_bytes` (the bytes client-made keys
+//!   take, and their bound) and `leakgate_keys_refused_total` (new keys refused for want of room).
 
 use crate::limits::Limits;
-use crate::metrics::{Listener, LATENCY_BOUNDS_NS};
+use crate::metrics::{ExtraCounts, Listener, LATENCY_BOUNDS_NS};
 use leakgate::Clock;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,26 +41,26 @@ pub(crate) fn render<C: Clock + 'static>(limits: &Limits<C>) -> String {
         errors: u64,
     }
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
-    let peeks: BTreeMap<String, (u64, u64)> = limits
-        .metrics
-        .rules()
-        .into_iter()
-        .map(|(path, errors, peeks)| (path, (errors, peeks)))
-        .collect();
-    for stats in limits.rules.stats().into_iter().chain(limits.cell.stats()) {
-        let (errors, internal) = peeks.get(&stats.rule).copied().unwrap_or_default();
+    let extras: BTreeMap<String, ExtraCounts> = limits.metrics.rules().into_iter().collect();
+    for stats in limits.rules.stats() {
+        let internal = extras.get(&stats.rule).map_or(0, |e| e.internal_peeks);
         rows.insert(
             stats.rule,
             Row {
                 admitted: stats.admitted.saturating_sub(internal),
                 refused: stats.denied,
                 shadow: stats.denied_in_shadow,
-                errors,
+                errors: 0,
             },
         );
     }
-    for (path, (errors, _)) in &peeks {
-        rows.entry(path.clone()).or_default().errors = *errors;
+    // Errors of every rule, and the decisions on buckets kept outside the rules limiter
+    // (`cl.throttle`, overrides in memory).
+    for (path, extra) in &extras {
+        let row = rows.entry(path.clone()).or_default();
+        row.errors = extra.errors;
+        row.admitted += extra.admitted;
+        row.refused += extra.refused;
     }
     type Value = fn(&Row) -> u64;
     let rule_families: [(&str, &str, Value); 4] = [
@@ -144,5 +147,22 @@ pub(crate) fn render<C: Clock + 'static>(limits: &Limits<C>) -> String {
     );
     family(&mut out, "leakgate_rules_in_force", "gauge", "Rules in force (overrides included).");
     let _ = writeln!(out, "leakgate_rules_in_force {}", limits.in_force().rules.len());
+    let budget = &limits.budget;
+    family(
+        &mut out,
+        "leakgate_key_memory_bytes",
+        "gauge",
+        "Bytes the keys clients made (CL.THROTTLE, descriptor overrides) take now.",
+    );
+    let _ = writeln!(out, "leakgate_key_memory_bytes {}", budget.used());
+    family(&mut out, "leakgate_key_memory_limit_bytes", "gauge", "The bound on those bytes.");
+    let _ = writeln!(out, "leakgate_key_memory_limit_bytes {}", budget.limit());
+    family(
+        &mut out,
+        "leakgate_keys_refused_total",
+        "counter",
+        "New keys refused because the key memory was full.",
+    );
+    let _ = writeln!(out, "leakgate_keys_refused_total {}", budget.refused());
     out
 }

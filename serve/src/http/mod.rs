@@ -16,6 +16,7 @@ use crate::listen::{incoming, Gate, Prepared};
 use crate::metrics::Listener;
 use axum::extract::{Query, State};
 use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::Router;
@@ -74,9 +75,14 @@ async fn bucket_list<C: Clock + 'static>(
     Query(filter): Query<buckets::Filter>,
 ) -> impl IntoResponse {
     let started = Instant::now();
+    if let Some(why) = filter.invalid() {
+        limits.metrics.listener(Listener::Http).record(started.elapsed(), true);
+        let json = serde_json::json!({ "error": why }).to_string();
+        return (StatusCode::BAD_REQUEST, [(CONTENT_TYPE, "application/json")], json);
+    }
     let json = buckets::render(&limits, &filter).await;
     limits.metrics.listener(Listener::Http).record(started.elapsed(), false);
-    ([(CONTENT_TYPE, "application/json")], json)
+    (StatusCode::OK, [(CONTENT_TYPE, "application/json")], json)
 }
 
 #[cfg(test)]

@@ -1,24 +1,30 @@
-//! `/buckets` when the buckets live in Redis: found by `SCAN` over the limiters' keys
-//! (`leakgate:gcra1@<rule path>:<key>`, as `leakgate-redis` documents them), each read with a
-//! peek (cost 0, pipelined), one row per key.
+//! `/buckets` when the buckets live in Redis: found by `SCAN` over the service's keys, each read
+//! with a peek (cost 0, pipelined), one row per key.
 //!
-//! A Redis key is listed only when it is the key's bucket under the rules in force (a bucket
-//! left under an older rule is not). Each row's `remaining` and `reset_after_ms` are the key's
-//! (all its rule's quotas); `level` and `fill` are exact for a rule of one quota and, for a rule
-//! of several, measured against the quota whose bucket takes longest to empty. Idle times are
-//! not kept in Redis (`idle_ms` is null). At most [`MAX_SCANNED`] Redis keys are looked at per
-//! answer (`truncated` says when more were left).
+//! * The rules limiter's keys (`leakgate:gcra1@<rule path>:<key>`, as `leakgate-redis`
+//!   documents them): a Redis key is listed only when it is the key's bucket under the rules in
+//!   force (a bucket left under an older rule is not). Each row's `remaining` and
+//!   `reset_after_ms` are the key's (all its rule's quotas); `level` and `fill` are exact for a
+//!   rule of one quota and, for a rule of several, measured against the quota whose bucket takes
+//!   longest to empty.
+//! * `CL.THROTTLE`'s keys (`leakgate:tat1:<key>`): shown as `cl.throttle/<key>` under the quota
+//!   of their last charge, which the stored value names (read with `GET`).
+//!
+//! Idle times are not kept in Redis (`idle_ms` is null). At most [`MAX_SCANNED`] Redis keys are
+//! looked at per answer (`truncated` says when more were left).
 
 use super::buckets::{Bucket, Filter};
-use crate::backend::Backend;
-use crate::limits::{CellQuota, Limits, CELL_HEAD};
-use leakgate::{Clock, Rules};
+use crate::limits::{write_key, Limits, CELL_HEAD};
+use leakgate::{Admitted, Clock, Denied, Quota, Rules};
+use leakgate_redis::AsyncRedisCell;
 use std::time::Duration;
 
 /// The most Redis keys one answer scans.
 pub(crate) const MAX_SCANNED: usize = 100_000;
 /// How long one answer may talk to Redis.
 const TIMEOUT: Duration = Duration::from_secs(5);
+/// The start of the rules limiter's Redis keys.
+const RULES_HEAD: &[u8] = b"leakgate:gcra1@";
 
 /// The buckets in Redis that match `filter` (sorted by key), and whether the scan stopped early.
 pub(crate) async fn list<C: Clock + 'static>(
@@ -33,10 +39,12 @@ pub(crate) async fn list<C: Clock + 'static>(
         .await
         .map_err(|_| "no connection to Redis in time".to_string())?
         .map_err(|e| e.to_string())?;
+    let cell = limits.cell.redis();
+    let cell_head = cell.map(|c| c.redis_key(b""));
     let (mut cursor, mut scanned) = (0u64, Vec::new());
     loop {
         let mut command = redis::cmd("SCAN");
-        command.arg(cursor).arg("MATCH").arg("leakgate:gcra1@*").arg("COUNT").arg(1000);
+        command.arg(cursor).arg("MATCH").arg("leakgate:*").arg("COUNT").arg(1000);
         let scan = command.query_async::<(u64, Vec<Vec<u8>>)>(&mut con);
         let (next, keys) = tokio::time::timeout(TIMEOUT, scan)
             .await
@@ -48,88 +56,135 @@ pub(crate) async fn list<C: Clock + 'static>(
             break;
         }
     }
-    // CL.THROTTLE quotas that other instances made: this one makes their rules too, so that
-    // it can read their buckets.
-    for redis_key in &scanned {
-        if let Some(quota) = cell_quota(redis_key) {
-            let _ = crate::limits::blocking(|| limits.ensure_cell(quota));
-        }
-    }
-    // The rules limiter's and CL.THROTTLE's, each with its rules in force.
-    let limiters: Vec<(&Backend<C>, Rules)> = [&limits.rules, &limits.cell]
-        .into_iter()
-        .filter_map(|b| b.redis().map(|lim| (b, lim.rules())))
-        .collect();
-    let mut found: Vec<(String, usize)> =
-        scanned.iter().filter_map(|k| owner(&limiters, k, &filter.prefix)).collect();
     let truncated = cursor != 0;
-    found.sort();
-    found.dedup();
-    let peeks = found.iter().map(|(key, which)| {
-        let (backend, rules) = &limiters[*which];
-        limits.peek_on(backend, rules, key)
-    });
-    let peeked = futures_util::future::join_all(peeks).await;
     let mut rows = Vec::new();
-    for ((key, which), checked) in found.into_iter().zip(peeked) {
-        let rules = &limiters[which].1;
-        let Some((path, rule)) = rules.rule_for(&key) else { continue };
-        let (remaining, reset) = match &checked.decision {
-            Ok(ok) => (ok.remaining(), ok.reset_after()),
-            Err(no) => (no.remaining(), no.reset_after()),
-        };
-        // The quota whose bucket takes longest to empty: reset_after is at most its tau.
-        let tau = |q: &&leakgate::Quota| q.emission_interval().as_nanos() * u128::from(q.burst());
-        let Some(quota) = rule.quotas().iter().max_by_key(tau) else { continue };
-        let t = quota.emission_interval().as_secs_f64();
-        let level = (reset.as_secs_f64() / t).min(quota.burst() as f64);
-        let fill = level / quota.burst() as f64;
-        if fill < min_fill {
-            continue;
+    if let Some(lim) = limits.rules.redis() {
+        let rules = lim.rules();
+        let mut found: Vec<String> =
+            scanned.iter().filter_map(|k| owner(lim, k, &filter.prefix)).collect();
+        found.sort();
+        found.dedup();
+        let peeks = found.iter().map(|key| limits.peek_on(&limits.rules, &rules, key));
+        let peeked = futures_util::future::join_all(peeks).await;
+        for (key, checked) in found.into_iter().zip(peeked) {
+            rows.extend(rule_row(&rules, key, &checked.decision, min_fill));
         }
-        rows.push(Bucket {
-            key,
-            rule: path.to_string(),
-            quota_index: 0,
-            quota: rule.quotas().iter().map(|q| q.to_string()).collect::<Vec<_>>().join(", "),
-            level,
-            fill,
-            remaining,
-            reset_after_ms: reset.as_millis(),
-            idle_ms: None,
-        });
     }
+    if let (Some(cell), Some(head)) = (cell, cell_head) {
+        let mut shown = format!("{CELL_HEAD}/");
+        let keys: Vec<(Vec<u8>, String)> = scanned
+            .iter()
+            .filter_map(|k| k.strip_prefix(head.as_slice()))
+            .map(|raw| {
+                shown.truncate(CELL_HEAD.len() + 1);
+                write_key(&mut shown, raw);
+                (raw.to_vec(), shown.clone())
+            })
+            .filter(|(_, shown)| shown.starts_with(&filter.prefix))
+            .collect();
+        for batch in keys.chunks(1000) {
+            let names: Vec<Vec<u8>> = batch.iter().map(|(raw, _)| cell.redis_key(raw)).collect();
+            let mut mget = redis::cmd("MGET");
+            mget.arg(&names);
+            let get = mget.query_async::<Vec<Option<Vec<u8>>>>(&mut con);
+            let values = tokio::time::timeout(TIMEOUT, get)
+                .await
+                .map_err(|_| "Redis did not answer MGET in time".to_string())?
+                .map_err(|e| e.to_string())?;
+            let quotas: Vec<Option<Quota>> = values
+                .iter()
+                .map(|v| v.as_deref().and_then(AsyncRedisCell::stored_quota))
+                .collect();
+            let peeks = batch.iter().zip(&quotas).filter_map(|((raw, shown), quota)| {
+                let quota = (*quota)?;
+                Some(async move { (shown, quota, cell.try_check_n(raw, quota, 0).await) })
+            });
+            for (shown, quota, peeked) in futures_util::future::join_all(peeks).await {
+                let Ok(decision) = peeked else { continue };
+                rows.extend(cell_row(shown.clone(), quota, &decision, min_fill));
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.key.cmp(&b.key));
     Ok((rows, truncated))
 }
 
-/// The `CL.THROTTLE` quota of a Redis key under a rule `cl.throttle/<max_burst>/<count>/<period>`.
-fn cell_quota(redis_key: &[u8]) -> Option<CellQuota> {
-    let rest = redis_key.strip_prefix(b"leakgate:gcra1@")?;
-    let path = std::str::from_utf8(&rest[..rest.iter().position(|&b| b == b':')?]).ok()?;
-    let mut parts = path.strip_prefix(CELL_HEAD)?.strip_prefix('/')?.split('/');
-    let mut number = || parts.next()?.parse::<u64>().ok();
-    let quota = CellQuota { max_burst: number()?, count: number()?, period_s: number()? };
-    parts.next().is_none().then_some(quota)
+/// A rules limiter key's row, unless it is below `min_fill`.
+fn rule_row(
+    rules: &Rules,
+    key: String,
+    decision: &Result<Admitted, Denied>,
+    min_fill: f64,
+) -> Option<Bucket> {
+    let (path, rule) = rules.rule_for(&key)?;
+    let (remaining, reset) = figures(decision);
+    // The quota whose bucket takes longest to empty: reset_after is at most its tau.
+    let tau = |q: &&Quota| q.emission_interval().as_nanos() * u128::from(q.burst());
+    let quota = rule.quotas().iter().max_by_key(tau)?;
+    let (level, fill) = level_fill(*quota, reset);
+    (fill >= min_fill).then(|| Bucket {
+        key,
+        rule: path.to_string(),
+        quota_index: 0,
+        quota: rule.quotas().iter().map(|q| q.to_string()).collect::<Vec<_>>().join(", "),
+        level,
+        fill,
+        remaining,
+        reset_after_ms: reset.as_millis(),
+        idle_ms: None,
+    })
 }
 
-/// The key (and which limiter holds it) whose bucket under the rules in force is `redis_key`,
-/// if it starts with `prefix`.
-fn owner<C: Clock + 'static>(
-    limiters: &[(&Backend<C>, Rules)],
+/// A `CL.THROTTLE` key's row, unless it is below `min_fill`.
+fn cell_row(
+    key: String,
+    quota: Quota,
+    decision: &Result<Admitted, Denied>,
+    min_fill: f64,
+) -> Option<Bucket> {
+    let (remaining, reset) = figures(decision);
+    let (level, fill) = level_fill(quota, reset);
+    (fill >= min_fill).then(|| Bucket {
+        key,
+        rule: CELL_HEAD.to_string(),
+        quota_index: 0,
+        quota: quota.to_string(),
+        level,
+        fill,
+        remaining,
+        reset_after_ms: reset.as_millis(),
+        idle_ms: None,
+    })
+}
+
+fn figures(decision: &Result<Admitted, Denied>) -> (u64, Duration) {
+    match decision {
+        Ok(ok) => (ok.remaining(), ok.reset_after()),
+        Err(no) => (no.remaining(), no.reset_after()),
+    }
+}
+
+/// A bucket's level (units in it, at most the burst) and fill, from the time until it is empty.
+fn level_fill(quota: Quota, reset: Duration) -> (f64, f64) {
+    let t = quota.emission_interval().as_secs_f64();
+    let level = (reset.as_secs_f64() / t).min(quota.burst() as f64);
+    (level, level / quota.burst() as f64)
+}
+
+/// The key whose bucket under the rules in force is `redis_key`, if it starts with `prefix`.
+fn owner(
+    lim: &leakgate_redis::AsyncRedisRuleLimiter,
     redis_key: &[u8],
     prefix: &str,
-) -> Option<(String, usize)> {
-    let rest = redis_key.strip_prefix(b"leakgate:gcra1@")?;
+) -> Option<String> {
+    let rest = redis_key.strip_prefix(RULES_HEAD)?;
     // The rule path has its ':' escaped: the first ':' ends it.
     let colon = rest.iter().position(|&b| b == b':')?;
     let key = std::str::from_utf8(&rest[colon + 1..]).ok()?;
     if !key.starts_with(prefix) {
         return None;
     }
-    limiters.iter().enumerate().find_map(|(i, (backend, _))| {
-        let lim = backend.redis()?;
-        (lim.redis_key(key).as_deref() == Some(redis_key)).then(|| (key.to_string(), i))
-    })
+    (lim.redis_key(key).as_deref() == Some(redis_key)).then(|| key.to_string())
 }
 
 #[cfg(test)]
@@ -137,17 +192,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cell_quotas_are_read_from_their_rule_path() {
-        let quota = cell_quota(b"leakgate:gcra1@cl.throttle/15/30/60:cl.throttle/15/30/60/u:1");
-        assert_eq!(quota, Some(CellQuota { max_burst: 15, count: 30, period_s: 60 }));
-        for other in [
-            &b"leakgate:gcra1@api:api/x"[..],
-            b"leakgate:gcra1@cl.throttle/15/30:k",
-            b"leakgate:gcra1@cl.throttle/15/30/60/7:k",
-            b"leakgate:gcra1@cl.throttle/a/30/60:k",
-            b"other:gcra1@cl.throttle/1/1/1:k",
-        ] {
-            assert_eq!(cell_quota(other), None, "{}", String::from_utf8_lossy(other));
-        }
+    fn a_bucket_at_half_its_burst_is_half_full() {
+        let quota: Quota = "10/s burst 20".parse().unwrap();
+        assert_eq!(level_fill(quota, Duration::from_secs(1)), (10.0, 0.5));
+        assert_eq!(level_fill(quota, Duration::from_secs(5)), (20.0, 1.0));
     }
 }

@@ -17,14 +17,18 @@ const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is dis
 /// The only user there is, as Redis names it.
 const USER: &[u8] = b"default";
 
-/// `Some` (an error reply written) when `command` may not run yet on `conn`.
-pub(super) fn gate(conn: &Conn, command: &[u8], out: &mut BytesMut) -> Option<Outcome> {
+/// `Some` (an error reply written) when `command` may not run yet on `conn`. As in Redis, a
+/// command refused so within `MULTI` spoils the transaction (`EXEC` answers `EXECABORT`).
+pub(super) fn gate(conn: &mut Conn, command: &[u8], out: &mut BytesMut) -> Option<Outcome> {
     if conn.authenticated() {
         return None;
     }
     let allowed: [&[u8]; 5] = [b"auth", b"hello", b"ping", b"quit", b"reset"];
     if allowed.iter().any(|name| command.eq_ignore_ascii_case(name)) {
         return None;
+    }
+    if let Some(queue) = conn.queued.as_mut() {
+        queue.spoil();
     }
     reply::error(out, NOAUTH);
     Some(Outcome { error: true, close: false })
@@ -74,5 +78,33 @@ fn check(conn: &mut Conn, user: &[u8], password: &[u8]) -> Result<(), &'static s
         Ok(())
     } else {
         Err(WRONGPASS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Secret;
+    use crate::resp::multi::Queue;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_command_refused_for_noauth_within_multi_spoils_the_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, b"s3cret\n").unwrap();
+        let secret = Arc::new(Secret::from_file(&path).unwrap());
+        let mut queue = Queue::default();
+        queue.push(&[b"PING"]).unwrap();
+        let mut conn = Conn { secret: Some(secret), queued: Some(queue), ..Conn::default() };
+        let mut out = BytesMut::new();
+        // PING may run unauthenticated, and leaves the transaction as it is.
+        assert!(gate(&mut conn, b"ping", &mut out).is_none());
+        assert!(out.is_empty());
+        let refused = gate(&mut conn, b"CL.THROTTLE", &mut out).unwrap();
+        assert!(refused.error && !refused.close);
+        assert_eq!(&out[..], b"-NOAUTH Authentication required.\r\n");
+        // As Redis does (flagTransaction): EXEC will answer EXECABORT, and nothing queued is kept.
+        assert!(conn.queued.take().unwrap().into_commands().is_none());
     }
 }

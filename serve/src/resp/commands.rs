@@ -3,6 +3,7 @@
 //! so that common client libraries connect unchanged. A connection speaks RESP2 until it sends
 //! `HELLO 3` (redis-py 8 does by default, go-redis and Lettuce try it), then RESP3.
 
+use super::multi::{self, Queue};
 use super::{auth, reply, throttle};
 use crate::auth::Secret;
 use crate::limits::Limits;
@@ -45,9 +46,7 @@ pub(crate) struct Conn {
     /// The connection asked for RESP3 (`HELLO 3`).
     pub(crate) resp3: bool,
     /// Commands queued since `MULTI`, run by `EXEC`.
-    pub(crate) queued: Option<Vec<Vec<Vec<u8>>>>,
-    /// Reused for each `CL.THROTTLE` key.
-    pub(crate) key_buf: String,
+    pub(crate) queued: Option<Queue>,
     /// The service's secret, if it asks for one (`--auth-file`).
     pub(crate) secret: Option<Arc<Secret>>,
     /// The connection presented the secret (see `auth`).
@@ -77,9 +76,6 @@ fn error(out: &mut BytesMut, text: &str) -> Outcome {
 
 const OK: Outcome = Outcome { error: false, close: false };
 
-/// The most commands one `MULTI` may queue.
-const MAX_QUEUED: usize = 1024;
-
 /// Runs the command `args` (name first, never empty) and writes its reply into `out`; within
 /// `MULTI`, queues it instead. `MULTI`/`EXEC` run the queued commands one after the other with
 /// nothing of the connection's in between (other connections' commands may interleave: this
@@ -99,7 +95,7 @@ pub(crate) async fn execute<C: Clock + 'static>(
         if conn.queued.is_some() {
             return error(out, "ERR MULTI calls can not be nested");
         }
-        conn.queued = Some(Vec::new());
+        conn.queued = Some(Queue::default());
         reply::simple(out, "OK");
         return OK;
     }
@@ -113,8 +109,11 @@ pub(crate) async fn execute<C: Clock + 'static>(
         };
     }
     if is(b"exec") {
-        let Some(queued) = conn.queued.take() else {
+        let Some(queue) = conn.queued.take() else {
             return error(out, "ERR EXEC without MULTI");
+        };
+        let Some(queued) = queue.into_commands() else {
+            return error(out, multi::EXECABORT);
         };
         reply::array(out, queued.len());
         let mut outcome = OK;
@@ -132,13 +131,23 @@ pub(crate) async fn execute<C: Clock + 'static>(
     if let Some(queue) = conn.queued.as_mut() {
         if is(b"quit") || is(b"reset") {
             conn.queued = None;
-        } else if queue.len() >= MAX_QUEUED {
-            conn.queued = None;
-            return error(out, "EXECABORT too many commands in one MULTI: discarded");
         } else {
-            queue.push(args.iter().map(|a| a.to_vec()).collect());
-            reply::simple(out, "QUEUED");
-            return OK;
+            // As Redis does: a command that cannot run is refused now and spoils the
+            // transaction, and so is one past the queue's bounds (`multi`).
+            let queued = match queueable(args) {
+                Ok(()) => queue.push(args),
+                Err(why) => {
+                    queue.spoil();
+                    Err(why)
+                }
+            };
+            return match queued {
+                Ok(()) => {
+                    reply::simple(out, "QUEUED");
+                    OK
+                }
+                Err(why) => error(out, &why),
+            };
         }
     }
     dispatch(limits, conn, args, out).await
@@ -163,7 +172,7 @@ async fn dispatch<C: Clock + 'static>(
     };
     match command {
         "cl.throttle" => {
-            let error = throttle::cl_throttle(limits, args, &mut conn.key_buf, out).await;
+            let error = throttle::cl_throttle(limits, args, out).await;
             Outcome { error, close: false }
         }
         "lg.check" | "lg.checkall" | "lg.rule" => {
@@ -234,6 +243,23 @@ async fn dispatch<C: Clock + 'static>(
         },
         _ => unknown(out, args),
     }
+}
+
+/// Whether `args` names a command this server has, with a number of arguments it takes (what
+/// Redis checks before queueing a command); the error to answer if not.
+fn queueable(args: &[&[u8]]) -> Result<(), String> {
+    let known = COMMANDS.iter().find(|(name, _, _)| args[0].eq_ignore_ascii_case(name.as_bytes()));
+    let Some(&(name, arity, _)) = known else {
+        let mut out = BytesMut::new();
+        unknown(&mut out, args);
+        // The reply without its '-' and line end.
+        return Err(String::from_utf8_lossy(&out[1..out.len() - 2]).into_owned());
+    };
+    let n = args.len() as i64;
+    if (arity >= 0 && n != arity) || (arity < 0 && n < -arity) {
+        return Err(format!("ERR wrong number of arguments for '{name}' command"));
+    }
+    Ok(())
 }
 
 fn arity(out: &mut BytesMut, command: &str) -> Outcome {

@@ -4,6 +4,7 @@
 //! * `parse`: requests, incrementally, allocating nothing a peer merely claims;
 //! * `reply`: RESP2 replies;
 //! * `commands`: dispatch and the connection commands;
+//! * `multi`: what `MULTI` queues, bounded in commands and bytes;
 //! * `throttle`: the limit commands.
 //!
 //! Connections come through a [`Gate`](crate::listen::Gate): at most the listener's cap at
@@ -20,6 +21,7 @@
 
 mod auth;
 mod commands;
+mod multi;
 mod parse;
 mod reply;
 mod throttle;

@@ -15,19 +15,18 @@
 //! `CL.THROTTLE` is redis-cell's command with exact GCRA: a bucket of `max_burst + 1` units
 //! refilled at `count` per `period` seconds, charged `quantity` (1 by default, 0 peeks); times
 //! in whole seconds rounded up; `retry_after_s` is -1 when admitted, and also when `quantity`
-//! is above `max_burst + 1` (it can never conform). Each distinct `(max_burst, count, period)`
-//! is its own rule, `cl.throttle/<max_burst>/<count>/<period>`, and a key has its own bucket
-//! under each quota it is called with.
+//! is above `max_burst + 1` (it can never conform). As in redis-cell, a key has one bucket, its
+//! TAT, whatever parameters a call brings: each call's are applied to it ([`crate::cell`]).
+//! Keys are at most [`MAX_KEY`] bytes, in any table or command.
 //!
 //! The `LG.` commands check keys against the rules file, in milliseconds rounded up:
 //! `remaining` is -1 and `rule` nil when no rule limits the key; `retry_after_ms` is -1 when
 //! admitted and -2 when the cost can never conform. `LG.CHECKALL` charges every key or none.
 
 use super::reply;
-use crate::limits::{write_key, CellQuota, Limits, CELL_HEAD};
+use crate::limits::{key_too_long, write_key, CellQuota, Limits, MAX_KEY};
 use bytes::BytesMut;
 use leakgate::{Admitted, Clock, Denied};
-use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Whole seconds, rounded up.
@@ -78,7 +77,6 @@ fn non_negative(text: &[u8], what: &str) -> Result<u64, String> {
 pub(crate) async fn cl_throttle<C: Clock + 'static>(
     limits: &Limits<C>,
     args: &[&[u8]],
-    key_buf: &mut String,
     out: &mut BytesMut,
 ) -> bool {
     let parsed = (|| {
@@ -92,6 +90,9 @@ pub(crate) async fn cl_throttle<C: Clock + 'static>(
             Some(q) => non_negative(q, "quantity")?,
             None => 1,
         };
+        if args[1].len() > MAX_KEY {
+            return Err(format!("ERR {}", key_too_long(args[1].len())));
+        }
         let quota = CellQuota { max_burst, count, period_s };
         if count == 0 || period_s == 0 {
             return Err("ERR invalid CL.THROTTLE quota: count and period must be at least 1".into());
@@ -105,22 +106,13 @@ pub(crate) async fn cl_throttle<C: Clock + 'static>(
             return true;
         }
     };
-    key_buf.clear();
-    // Writing to a String cannot fail.
-    let _ = write!(key_buf, "{CELL_HEAD}/{}/{}/{}/", quota.max_burst, quota.count, quota.period_s);
-    write_key(key_buf, args[1]);
-    let checked = match limits.cell_check(quota, key_buf, n).await {
+    let checked = match limits.cell_check(quota, args[1], n).await {
         Ok(checked) => checked,
         Err(e) => {
             reply::error(out, &format!("ERR invalid CL.THROTTLE quota: {e}"));
             return true;
         }
     };
-    if checked.failed {
-        let path = quota.path();
-        let errors = &limits.metrics.rule(&path).errors;
-        errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
     let limit = i64::try_from(quota.max_burst.saturating_add(1)).unwrap_or(i64::MAX);
     let (limited, remaining, retry, reset) = match &checked.decision {
         Ok(ok) => (0, ok.remaining(), -1, ceil_secs(ok.reset_after())),
@@ -180,6 +172,10 @@ pub(crate) async fn lg<C: Clock + 'static>(
             return true;
         }
     };
+    if let Some(long) = keys.iter().find(|key| key.len() > MAX_KEY) {
+        reply::error(out, &format!("ERR {}", key_too_long(long.len())));
+        return true;
+    }
     let written: Vec<String> = keys
         .iter()
         .map(|key| {
@@ -205,7 +201,7 @@ pub(crate) async fn lg<C: Clock + 'static>(
         }
         return false;
     }
-    let checked = limits.rules.check_all(&keys, cost).await;
+    let checked = limits.check_all(&in_force, &keys, cost).await;
     if checked.failed {
         limits.count_failure(&in_force.rules, &keys);
     }

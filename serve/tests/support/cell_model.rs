@@ -1,23 +1,93 @@
-//! The exact model of `CL.THROTTLE`, written from the contract's meaning of GCRA alone, in
-//! exact integers: times in units of `1/count` ns, so `T = period` (in ns) exactly.
+//! The exact model of `CL.THROTTLE`, written from the contract's meaning of GCRA alone: one TAT
+//! per key (redis-cell's bucket), an exact rational number of nanoseconds, and each call's own
+//! parameters applied to it.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 /// One call's reply: `[limited, max_burst + 1, remaining, retry_after_s, reset_after_s]`.
 pub type Reply = [i64; 5];
 
-#[derive(Default)]
-pub struct CellModel {
-    /// TAT of each (key, max_burst, count, period), in units of `1/count` ns.
-    tat: HashMap<(String, u64, u64, u64), u128>,
+/// A non-negative rational number of nanoseconds, `num / den`, kept reduced.
+#[derive(Clone, Copy, Debug)]
+pub struct Ns {
+    num: u128,
+    den: u128,
 }
 
-/// `units / per_second` seconds, rounded up (`per_second` units make one second).
-fn ceil_s(units: u128, per_second: u128) -> i64 {
-    units.div_ceil(per_second) as i64
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
+}
+
+impl Ns {
+    pub fn new(num: u128, den: u128) -> Ns {
+        let g = gcd(num, den);
+        Ns { num: num / g, den: den / g }
+    }
+
+    pub fn whole(ns: u64) -> Ns {
+        Ns::new(u128::from(ns), 1)
+    }
+
+    fn add(self, o: Ns) -> Ns {
+        let l = self.den / gcd(self.den, o.den) * o.den;
+        Ns::new(self.num * (l / self.den) + o.num * (l / o.den), l)
+    }
+
+    /// `self - o`, or zero when `o` is larger.
+    fn sub(self, o: Ns) -> Ns {
+        let l = self.den / gcd(self.den, o.den) * o.den;
+        let (a, b) = (self.num * (l / self.den), o.num * (l / o.den));
+        Ns::new(a.saturating_sub(b), l)
+    }
+
+    fn times(self, n: u64) -> Ns {
+        Ns::new(self.num * u128::from(n), self.den)
+    }
+
+    /// Whole seconds, rounded up.
+    fn ceil_s(self) -> i64 {
+        self.num.div_ceil(self.den * 1_000_000_000) as i64
+    }
+
+    /// How many whole `t` fit in `self`.
+    fn div_floor(self, t: Ns) -> u128 {
+        (self.num * t.den) / (self.den * t.num)
+    }
+}
+
+impl PartialEq for Ns {
+    fn eq(&self, o: &Ns) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+
+impl PartialOrd for Ns {
+    fn partial_cmp(&self, o: &Ns) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Eq for Ns {}
+
+impl Ord for Ns {
+    fn cmp(&self, o: &Ns) -> Ordering {
+        (self.num * o.den).cmp(&(o.num * self.den))
+    }
+}
+
+#[derive(Default)]
+pub struct CellModel {
+    /// Each key's TAT.
+    tat: HashMap<String, Ns>,
 }
 
 impl CellModel {
+    /// `CL.THROTTLE key max_burst count period_s n` at `now_ns`: the reply, changing the key's
+    /// TAT when admitted.
     pub fn throttle(
         &mut self,
         now_ns: u64,
@@ -27,35 +97,47 @@ impl CellModel {
         period_s: u64,
         n: u64,
     ) -> Reply {
-        let burst = u128::from(max_burst) + 1;
-        let count_u = u128::from(count);
-        let t = u128::from(period_s) * 1_000_000_000; // T in units of 1/count ns
-        let tau = burst * t;
-        let now = u128::from(now_ns) * count_u;
-        let per_second = 1_000_000_000 * count_u;
-        let slot = (key.to_string(), max_burst, count, period_s);
-        let stored = *self.tat.get(&slot).unwrap_or(&0);
-        let tat = stored.max(now);
-        let after = tat + u128::from(n) * t;
-        let remaining = |tat_after: u128| {
-            let backlog = tat_after.saturating_sub(now);
-            ((tau - backlog.min(tau)) / t) as i64
+        let burst = max_burst + 1;
+        let t = Ns::new(u128::from(period_s) * 1_000_000_000, u128::from(count));
+        let tau = t.times(burst);
+        let now = Ns::whole(now_ns);
+        let stored = self.tat.get(key).copied().unwrap_or(Ns::whole(0));
+        let start = stored.max(now);
+        let after = start.add(t.times(n));
+        let remaining = |tat: Ns| {
+            let backlog = tat.sub(now).min(tau);
+            tau.sub(backlog).div_floor(t) as i64
         };
-        if after - now <= tau {
+        if after.sub(now) <= tau {
             if n > 0 {
-                self.tat.insert(slot, after);
+                self.tat.insert(key.to_string(), after);
             }
-            [0, burst as i64, remaining(after), -1, ceil_s(after - now, per_second)]
+            [0, burst as i64, remaining(after), -1, after.sub(now).ceil_s()]
         } else {
-            let retry =
-                if u128::from(n) > burst { -1 } else { ceil_s(after - tau - now, per_second) };
-            [
-                1,
-                burst as i64,
-                remaining(stored),
-                retry,
-                ceil_s(stored.saturating_sub(now), per_second),
-            ]
+            let retry = if n > burst { -1 } else { after.sub(tau).sub(now).ceil_s() };
+            [1, burst as i64, remaining(stored), retry, stored.sub(now).ceil_s()]
         }
+    }
+
+    /// How far the call `(now_ns, max_burst, count, period_s, n)` is from its boundary: the
+    /// rational `tau - (max(TAT, now) + n*T - now)` when it conforms (its slack), `None` when
+    /// it does not.
+    pub fn slack(
+        &self,
+        now_ns: u64,
+        key: &str,
+        (max_burst, count, period_s, n): (u64, u64, u64, u64),
+    ) -> Option<Ns> {
+        let t = Ns::new(u128::from(period_s) * 1_000_000_000, u128::from(count));
+        let tau = t.times(max_burst + 1);
+        let now = Ns::whole(now_ns);
+        let stored = self.tat.get(key).copied().unwrap_or(Ns::whole(0));
+        let backlog = stored.max(now).add(t.times(n)).sub(now);
+        (backlog <= tau).then(|| tau.sub(backlog))
+    }
+
+    /// Whether `slack` is below one nanosecond.
+    pub fn within_a_nanosecond(slack: Ns) -> bool {
+        slack < Ns::whole(1)
     }
 }

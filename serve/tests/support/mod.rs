@@ -219,6 +219,17 @@ pub fn http_get(addr: SocketAddr, path: &str) -> String {
     body.to_string()
 }
 
+/// `GET path` over HTTP/1.1 on a plain socket: the status and the body, whatever the status.
+pub fn http_get_any(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = raw(addr);
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).expect("an HTTP response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("a status");
+    (status, body.to_string())
+}
+
 /// A running `redis-server` of our own on a free loopback port, killed when dropped.
 pub struct RedisServer {
     child: Option<Child>,
