@@ -187,6 +187,40 @@ fn a_key_clone_panicking_inside_a_fill_leaves_the_table_as_it_was() {
 /// From the adversarial review (`snapshot_under_churn`): snapshots racing with constant
 /// reclamation in a tiny table (two shards of two groups, 40 keys, real clock) never panic, never
 /// list a key twice or more keys than slots, and report every level within the bucket's range.
+/// A group keeps one lowering high-water for its four slots, and marks which slots were lowered:
+/// a slot whose key gave back a far-ahead state (cancelled reservations) stays busy until that
+/// state has passed, but its siblings do not. (With the high-water counted for every slot of the
+/// group, a new key was refused here while three slots held empty buckets: fewer active keys
+/// than the table's capacity.)
+#[test]
+fn a_lowering_in_one_slot_never_keeps_its_siblings_from_new_keys() {
+    let clock = ManualClock::new();
+    let q = Quota::per_second(1).unwrap();
+    // One group of four slots: every key competes for them.
+    let lim = KeyedLimiter::<u64, _>::with_layout(q, 1, 4, clock.clone());
+    for key in 1..=4 {
+        lim.check(&key).unwrap(); // busy until 1 s
+    }
+    // Key 1 queues 100 more units (its state 101 s ahead), then gives them all back: its word
+    // was lowered from 101 s, so its slot stays busy until then.
+    let queued: Vec<_> =
+        (0..100).map(|_| lim.reserve_n(&1, 1, Duration::from_secs(200)).unwrap()).collect();
+    for reservation in queued.into_iter().rev() {
+        assert!(reservation.cancel(), "the latest reservation gives its unit back");
+    }
+    assert_eq!(lim.check(&1).unwrap_err().retry_after(), Some(Duration::from_secs(1)));
+    clock.set(Duration::from_secs(5));
+    // Keys 2, 3 and 4 are idle: three new keys take their slots.
+    for key in 5..=7 {
+        assert!(lim.check(&key).is_ok(), "new key {key} refused beside idle slots");
+    }
+    // Key 1's slot held 101 s: a fourth new key finds no room before then.
+    assert!(lim.check(&8).is_err());
+    assert_eq!(lim.overflow_denials(), 1);
+    clock.set(Duration::from_secs(102));
+    assert!(lim.check(&8).is_ok(), "key 1's slot is free once its high-water has passed");
+}
+
 #[test]
 fn snapshots_under_constant_reclamation_list_each_key_once_within_range() {
     let q = Quota::new(10, Duration::from_millis(1), 10).unwrap();

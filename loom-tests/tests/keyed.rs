@@ -3,7 +3,8 @@
 //! its group, two inserts into one slot, one key inserted twice at once; a key placed past its
 //! window (its home shard full) racing for a slot with a key of that slot's shard, and checked
 //! while its slot is reclaimed; a checker holding a value from before a lowering and a reclaim;
-//! a key forgotten while its checker was preempted. One key's admission must never be charged to,
+//! a key forgotten while its checker was preempted; a lookup reading its page's spare block of
+//! keys while another group of the page rewrites it. One key's admission must never be charged to,
 //! or granted from, another key's bucket, and a forgotten key never comes back emptier than the
 //! table last judged a bucket.
 #![cfg(loom)]
@@ -158,6 +159,49 @@ fn a_lookup_racing_two_changes_of_its_groups_keys_never_lands_in_another_slot() 
                 bucket.key
             );
         }
+    });
+}
+
+/// Two groups of four slots in one shard (so in one page, whose spare block of keys they
+/// share), and keys `0..` sorted by the group their window starts at.
+fn one_page_two_groups(burst: u64) -> (KeyedLimiter<u64, ManualClock>, [Vec<u64>; 2]) {
+    let q = Quota::per_second(1).unwrap().with_burst(burst).unwrap();
+    let lim = KeyedLimiter::with_layout(q, 1, 8, ManualClock::new());
+    let mut starts = [Vec::new(), Vec::new()];
+    for key in 0..64 {
+        starts[lim.model_start_group(&key)].push(key);
+    }
+    (lim, starts)
+}
+
+/// A lookup in one group of a page reads the page's spare block of keys while its group's keys
+/// change (a new key in its last unused slot), and a new key in the other group of the page then
+/// rewrites that spare block with that group's keys: the lookup never compares its key with the
+/// other group's keys as if they were its group's, and every admission lands in its own bucket.
+#[test]
+fn a_lookup_reading_the_pages_spare_keys_while_another_group_rewrites_them() {
+    model(|| {
+        let (lim, starts) = one_page_two_groups(2);
+        // Group 0: three keys, one unused slot; group 1: one key.
+        let (old, new0, new1) = (&starts[0][..3], starts[0][3], starts[1][1]);
+        for &key in old.iter().chain(&starts[1][..1]) {
+            lim.check(&key).unwrap(); // one unit of two
+        }
+        let lim = Arc::new(lim);
+        let writer = {
+            let lim = lim.clone();
+            thread::spawn(move || (lim.check(&new0).is_ok(), lim.check(&new1).is_ok()))
+        };
+        let reader = spawn_check(&lim, old[0]);
+        let (a, b) = writer.join().unwrap();
+        assert!(a && b, "both new keys had an unused slot");
+        assert!(reader.join().unwrap(), "the old key had a unit left");
+        assert!(lim.check(&old[0]).is_err(), "the old key's admission landed elsewhere");
+        for key in [new0, new1, old[1], old[2], starts[1][0]] {
+            assert!(lim.check(&key).is_ok(), "key {key} was charged for another");
+            assert!(lim.check(&key).is_err());
+        }
+        assert_eq!(lim.snapshot().len(), 6);
     });
 }
 

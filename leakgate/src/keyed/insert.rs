@@ -20,7 +20,7 @@ use super::check::FirstState;
 use super::group::{tag_of, Group, NewKey, Side, SEALED, SLOTS};
 use super::requota::Changed;
 use super::slot::Found;
-use super::table::{At, Table};
+use super::table::Table;
 use crate::gcra::Rate;
 use crate::sync::{self, Ordering};
 use std::borrow::Borrow;
@@ -47,7 +47,7 @@ pub(crate) trait EpochOf<K> {
     fn current(&self) -> bool;
     /// Converts a group the insert is about to work on (under its shard's lock) to the insert's
     /// rate, if its states are still in the rate before.
-    fn convert(&self, group: &Group<K>, side: &Side<K>);
+    fn convert(&self, group: &Group<K>, side: &Side<'_, K>);
 }
 
 /// What an insert attempt under the home lock ends with.
@@ -108,8 +108,9 @@ impl<K: Hash + Eq + Clone> Table<K> {
         }
     }
 
-    /// Under the home lock: the key if tracked, else a slot in its window (the first unused one,
-    /// else an idle one); `None` if the window has no room and the key may go past it.
+    /// Under the home lock: the key if tracked, else a slot in one of its windows (the first
+    /// unused one, else an idle one); `None` if neither window has room and the key may go past
+    /// them.
     fn insert_in_window<Q>(&self, new: &Arrival<'_, Q, K>) -> Option<Step<'_, K>>
     where
         K: Borrow<Q>,
@@ -126,30 +127,42 @@ impl<K: Hash + Eq + Clone> Table<K> {
             Search::Missing => {}
         }
         let mut idle = Vec::new();
+        // Both windows by turns, group by group (as lookups go): the first group with an unused
+        // slot is the nearer one to its window's start, the first window's on a tie.
+        let two = self.two_windows(new.hash);
+        let mut open = [true, two];
         for p in 0..self.window() {
-            let gi = self.position(new.hash, p);
-            // A page that cannot be allocated ends the search: a lookup stops there too.
-            let Some(at) = self.at_or_alloc(gi) else {
-                return Some(Step::Done(None));
-            };
-            let (group, side) = (at.line(), at.side());
-            new.epoch.convert(group, side);
-            if let Some(slot) = group.tags_locked().iter().position(|&tag| tag == 0) {
-                let version =
-                    group.fill(side, slot, self.new_key(new, group, slot), self.opening(new));
-                return Some(Step::Done(Some(at.found(slot, version))));
+            for (w, gi) in [(0, self.position(new.hash, p)), (1, self.second(new.hash, p))] {
+                if !open[w] {
+                    continue;
+                }
+                // A page that cannot be allocated ends that window: a lookup stops there too.
+                let Some(at) = self.at_or_alloc(gi) else {
+                    open[w] = false;
+                    continue;
+                };
+                let (group, side) = (at.line(), &at.side());
+                new.epoch.convert(group, side);
+                if let Some(slot) = group.tags_locked(side).iter().position(|&tag| tag == 0) {
+                    let version =
+                        group.fill(side, slot, self.new_key(new, group, slot), self.opening(new));
+                    return Some(Step::Done(Some(at.found(slot, version))));
+                }
+                idle.extend((0..SLOTS).filter_map(|slot| {
+                    group.idle_tat(slot, new.now).map(|idle_tat| (gi, slot, idle_tat))
+                }));
             }
-            idle.extend((0..SLOTS).filter_map(|slot| {
-                group.idle_tat(side, slot, new.now).map(|idle_tat| (gi, slot, idle_tat))
-            }));
         }
         for (gi, slot, idle_tat) in idle {
             if let Some(found) = self.reclaim(new, gi, (slot, idle_tat)) {
                 return Some(Step::Done(Some(found)));
             }
         }
+        // A window that ended at a page with no room for it (see above) keeps the key out of the
+        // probe sequence past the windows: lookups of it would stop in that window.
         // Relaxed: a bound that stays valid forever once written (see `Marks::no_room_before`).
-        if new.now < self.marks.no_room_before.load(Ordering::Relaxed) {
+        let ended = !open[0] || (two && !open[1]);
+        if ended || new.now < self.marks.no_room_before.load(Ordering::Relaxed) {
             return Some(Step::Done(None));
         }
         None
@@ -168,7 +181,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
         // slots are all busy, and stay so under the home lock.
         let mut busy_until = (0..self.window())
             .filter_map(|p| self.at(self.position(new.hash, p)))
-            .flat_map(|at| (0..SLOTS).map(move |slot| at.line().busy_until(at.side(), slot)))
+            .flat_map(|at| (0..SLOTS).map(move |slot| at.line().busy_until(slot)))
             .min()
             .unwrap_or(SEALED);
         let mut p = self.window();
@@ -181,14 +194,14 @@ impl<K: Hash + Eq + Clone> Table<K> {
                 let Some(at) = self.at_or_alloc(gi) else {
                     return Step::Done(None);
                 };
-                let (group, side) = (at.line(), at.side());
+                let (group, side) = (at.line(), &at.side());
                 new.epoch.convert(group, side);
-                let tags = group.tags_locked();
+                let tags = group.tags_locked(side);
                 for (slot, &tag) in tags.iter().enumerate() {
                     let found = if tag == 0 {
                         let key = self.new_key(new, group, slot);
                         Some(at.found(slot, group.fill(side, slot, key, self.opening(new))))
-                    } else if let Some(idle_tat) = group.idle_tat(side, slot, new.now) {
+                    } else if let Some(idle_tat) = group.idle_tat(slot, new.now) {
                         self.reclaim(new, gi, (slot, idle_tat))
                     } else {
                         None
@@ -197,7 +210,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                         self.raise_reach(new.hash, p);
                         return Step::Done(Some(found));
                     }
-                    busy_until = busy_until.min(group.busy_until(side, slot));
+                    busy_until = busy_until.min(group.busy_until(slot));
                 }
             }
             p = run_end;
@@ -208,35 +221,70 @@ impl<K: Hash + Eq + Clone> Table<K> {
         Step::Done(None)
     }
 
-    /// Searches the probe sequence of `key` up to its reach, under its home lock (so exactly:
-    /// only this lock's holder can give the key a slot).
+    /// Searches both windows of `key`, then its probe sequence up to its reach, under its home
+    /// lock (so exactly: only this lock's holder can give the key a slot).
     fn search_locked<Q>(&self, key: &Q, hash: u64, epoch: &dyn EpochOf<K>) -> Search<'_, K>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
         let tag = tag_of(hash);
-        for p in 0..self.reach(hash) {
-            let gi = self.position(hash, p);
-            let Some(at) = self.at(gi) else { return Search::Missing };
-            // Groups of the home shard only (the lock held): a key past its window is in the
-            // rate its group was last converted to, which its check converts, under that lock.
-            if self.shard_of(gi) == self.home(hash) {
-                epoch.convert(at.line(), at.side());
-            }
-            match at.find(key, tag) {
-                (Some((slot, version)), _) => {
-                    let found = at.found(slot, version);
-                    if found.is_sealed() {
-                        return Search::Sealed(self.shard_of(gi));
+        let two = self.two_windows(hash);
+        let mut open = [true, two];
+        for p in 0..self.window() {
+            for (w, gi) in [(0, self.position(hash, p)), (1, self.second(hash, p))] {
+                if open[w] {
+                    match self.search_group(gi, key, (hash, tag), epoch) {
+                        Some(Search::Missing) => open[w] = false,
+                        Some(search) => return search,
+                        None => {}
                     }
-                    return Search::Found(found);
                 }
-                (None, true) => return Search::Missing,
-                (None, false) => {}
+            }
+        }
+        // Keys go past their windows only when both are full (and so stay full).
+        if !open[0] || (two && !open[1]) {
+            return Search::Missing;
+        }
+        for p in self.window()..self.reach(hash) {
+            if let Some(search) = self.search_group(self.position(hash, p), key, (hash, tag), epoch)
+            {
+                return search;
             }
         }
         Search::Missing
+    }
+
+    /// [`Table::search_locked`] in group `gi`: `None` if the key is not there and may be further
+    /// on; `Some(Search::Missing)` if no key is further on in this window or sequence.
+    fn search_group<Q>(
+        &self,
+        gi: usize,
+        key: &Q,
+        (hash, tag): (u64, u8),
+        epoch: &dyn EpochOf<K>,
+    ) -> Option<Search<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let Some(at) = self.at(gi) else { return Some(Search::Missing) };
+        // Groups of the home shard only (the lock held): a key past its window is in the rate
+        // its group was last converted to, which its check converts, under that lock.
+        if self.shard_of(gi) == self.home(hash) {
+            epoch.convert(at.line(), &at.side());
+        }
+        match at.find(key, tag) {
+            (Some((slot, version)), _) => {
+                let found = at.found(slot, version);
+                if found.is_sealed() {
+                    return Some(Search::Sealed(self.shard_of(gi)));
+                }
+                Some(Search::Found(found))
+            }
+            (None, true) => Some(Search::Missing),
+            (None, false) => None,
+        }
     }
 
     /// What slot `slot` of `group` gets for the arriving key. Clones the key and the group's
@@ -262,7 +310,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
     {
         let at = self.at(gi)?;
         let key = self.new_key(new, at.line(), slot);
-        let version = at.line().reclaim(at.side(), (slot, idle_tat), new.now, key, |held| {
+        let version = at.line().reclaim(&at.side(), (slot, idle_tat), new.now, key, |held| {
             // Relaxed: the new value reaches a later insert of the forgotten key through the
             // Release publication of the group that follows (it must find the key gone first).
             let idle_ns = self.marks.idle.fetch_max(new.now_ns, Ordering::Relaxed);
@@ -295,12 +343,8 @@ impl<K: Hash + Eq + Clone> Table<K> {
     /// Records that a key of `hash`'s window was placed at position `p` of its probe sequence.
     /// Under the home lock, which every writer of this reach holds.
     fn raise_reach(&self, hash: u64, p: usize) {
-        if let Some(side) = self.at(self.position(hash, 0)).map(At::side) {
-            let reach = u32::try_from(p + 1).unwrap_or(u32::MAX);
-            // Relaxed load: only this lock's holders write it. Release store: see `Table::reach`.
-            if reach > side.reach.load(Ordering::Relaxed) {
-                side.reach.store(reach, Ordering::Release);
-            }
+        if let Some(at) = self.at(self.position(hash, 0)) {
+            at.line().raise_reach(u32::try_from(p + 1).unwrap_or(u32::MAX));
         }
     }
 }

@@ -14,6 +14,32 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         self.table.home(self.table.hash(key))
     }
 
+    /// The table-wide index of the group where `key`'s first window starts (a new key goes
+    /// there when that group has an unused slot).
+    #[doc(hidden)]
+    pub fn model_start_group<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
+        self.table.position(self.table.hash(key), 0)
+    }
+
+    /// How many tracked keys sit past both their windows (found only further along their probe
+    /// sequence).
+    #[doc(hidden)]
+    pub fn model_keys_past_windows(&self) -> usize {
+        let mut keys = Vec::new();
+        self.table.for_each(|key, _, _, _| keys.push(key));
+        let table = &self.table;
+        let in_windows = |key: &K| {
+            let hash = table.hash(key);
+            let tag = super::group::tag_of(hash);
+            (0..table.window()).any(|p| {
+                [table.position(hash, p), table.second(hash, p)]
+                    .into_iter()
+                    .any(|gi| table.at(gi).is_some_and(|at| at.find(key, tag).0.is_some()))
+            })
+        };
+        keys.iter().filter(|key| !in_windows(key)).count()
+    }
+
     /// `key`'s raw `TAT` in the rate's units, if the table tracks it.
     #[doc(hidden)]
     pub fn model_tat<Q>(&self, key: &Q) -> Option<u64>

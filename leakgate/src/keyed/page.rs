@@ -1,18 +1,24 @@
 //! A page: a run of groups of one shard, allocated the first time a key needs one of them.
 //!
 //! A table reserves only its list of pages up front; a page's groups (128 bytes each for `u64`
-//! keys) and their side data (96 bytes each) are allocated when an insert first reaches the page, under the lock
-//! of the page's shard, and then live as long as the table. So a table made for far more keys than
-//! it ever sees costs memory for the pages its keys reach, never more than its capacity, and an
-//! allocation that fails is a page a key cannot use (like a full one), not an abort.
+//! keys), their tags (4 bytes each) and one spare block of keys are allocated when an insert
+//! first reaches the page, under the lock of the page's shard, and then live as long as the
+//! table. So a table made for far more keys than it ever sees costs memory for the pages its keys
+//! reach, never more than its capacity, and an allocation that fails is a page a key cannot use
+//! (like a full one), not an abort.
 
 use super::group::{Group, Side};
-use crate::sync::SetOnce;
+use super::key_blocks::SpareBlock;
+use crate::sync::{AtomicU32, SetOnce};
 
-/// A page's groups and their side data, index for index.
+/// A page's groups and their tags, index for index, and the spare block of keys its groups share.
 pub(crate) struct Page<K> {
     groups: Vec<Group<K>>,
-    sides: Vec<Side<K>>,
+    /// Group `i`'s tags (see [`Side::tags`]): a dense array, 16 groups to a line.
+    tags: Box<[AtomicU32]>,
+    /// Boxed: read only while a group's keys change, and a page not yet allocated takes its
+    /// place in the table's list of pages (2^16 entries at most) at the size of a `Page`.
+    spare: Box<SpareBlock<K>>,
     /// The table-wide index of the page's first group.
     first: usize,
 }
@@ -24,15 +30,17 @@ impl<K> Page<K> {
         let mut lines = Vec::new();
         lines.try_reserve_exact(groups).ok()?;
         lines.extend((0..groups).map(|_| Group::new()));
-        let mut sides = Vec::new();
-        sides.try_reserve_exact(groups).ok()?;
-        sides.extend((0..groups).map(|_| Side::new()));
-        Some(Page { groups: lines, sides, first })
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(groups).ok()?;
+        tags.extend((0..groups).map(|_| AtomicU32::new(0)));
+        let spare = Box::new(SpareBlock::new());
+        Some(Page { groups: lines, tags: tags.into_boxed_slice(), spare, first })
     }
 
     /// A page of one group, for a bucket outside any table (the shared overflow bucket).
     pub(crate) fn single() -> Self {
-        Page { groups: vec![Group::new()], sides: vec![Side::new()], first: 0 }
+        let tags = Box::new([AtomicU32::new(0)]);
+        Page { groups: vec![Group::new()], tags, spare: Box::new(SpareBlock::new()), first: 0 }
     }
 
     /// Group `i` of the page (`i` below the page size): its line, all a lookup reads.
@@ -46,9 +54,16 @@ impl<K> Page<K> {
         self.first + i
     }
 
-    /// Group `i`'s side data, for cold paths.
-    pub(crate) fn side(&self, i: usize) -> &Side<K> {
-        &self.sides[i]
+    /// Group `i`'s tags word, as a lookup reads it before the group's lines.
+    #[inline(always)]
+    pub(crate) fn tags(&self, i: usize) -> &AtomicU32 {
+        &self.tags[i]
+    }
+
+    /// What group `i` shares with the page: its tags and the spare block of keys.
+    #[inline(always)]
+    pub(crate) fn side(&self, i: usize) -> Side<'_, K> {
+        Side { tags: &self.tags[i], spare: &self.spare, index: i }
     }
 }
 

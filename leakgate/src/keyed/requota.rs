@@ -63,7 +63,7 @@ impl<K> Group<K> {
         if self.epoch.load(Ordering::Relaxed) == epoch {
             return;
         }
-        let tags = self.tags_locked();
+        let tags = self.tags_locked(side);
         let mut held = [0u64; SLOTS];
         for slot in (0..SLOTS).filter(|&slot| tags[slot] != 0) {
             // Acquire: as the seal of a reclaim (`Group::reclaim`), so a lowering's high-water
@@ -85,7 +85,7 @@ impl<K> Group<K> {
         for slot in (0..SLOTS).filter(|&slot| tags[slot] != 0) {
             let tat = held[slot];
             // Relaxed: ordered after the seal's Acquire.
-            let high = tat.max(side.lowered[slot].load(Ordering::Relaxed));
+            let high = tat.max(self.lowered_high(slot));
             let level = from.level_in(tat, to, now_ns);
             let reopen = to.units_at(now_ns).saturating_add(level).max(high.saturating_add(1));
             // Release: as for a reclaim's reopening.

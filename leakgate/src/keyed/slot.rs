@@ -3,27 +3,31 @@
 //!
 //! See [`super::group`] for why a slot's word never serves two keys: the version check in
 //! [`Found::tat`], and the rule that a slot never holds a value twice across a change of key,
-//! which [`Found::note_lowering`] keeps true when a `TAT` is lowered.
+//! which [`Found::note_lowering`] keeps true when a `TAT` is lowered (see [`super::reuse`]).
 
-use super::group::{Group, SEALED};
+use super::capacity::MAX_CAPACITY;
+use super::group::{Group, SEALED, SLOTS};
 use super::page::Page;
 use crate::bucket::Word;
-use crate::sync::{fence, Ordering};
+use crate::sync::Ordering;
 
 /// A slot whose key matched, with the group version read before its keys were: the handle a
 /// check (and any other reader or writer of the key's bucket) works through.
 pub(crate) struct Found<'g, K> {
     /// The slot's group: its line.
     group: &'g Group<K>,
-    /// The group's page and index there, where its side data is (read on cold paths only).
-    page: &'g Page<K>,
-    index: usize,
-    slot: usize,
-    /// A `u32` widened: a handle copied through memory is then all whole words, which a load
-    /// of the copy can forward from (a 4-byte store read back by an 8-byte load stalls;
-    /// `benches/rules.rs`: a rules check 42 -> 38 ns, `check_all_n` over 3 keys 148 -> 138 ns).
-    version: u64,
+    /// Where the slot is, and the group version it was found at, in one word: the version in
+    /// bits 0 to 31, the slot in bits 32 and 33, the group's table-wide index from bit 34 (a
+    /// table has at most 2^28 groups). So a handle is two registers, and a lookup passes it on
+    /// without going through memory (at five words it did: 1,000 keys, one thread, about 1 ns a
+    /// check). Whole words also forward from a copy that does go through memory (a 4-byte
+    /// store read back by an 8-byte load stalls; `benches/rules.rs`: a rules check 42 -> 38 ns,
+    /// `check_all_n` over 3 keys 148 -> 138 ns).
+    at: u64,
 }
+
+// The slot takes two bits, and a table's group index 30 (see `Found::at`).
+const _: () = assert!(SLOTS == 4 && MAX_CAPACITY / SLOTS <= 1 << 30);
 
 impl<K> Clone for Found<'_, K> {
     fn clone(&self) -> Self {
@@ -51,11 +55,11 @@ impl<'g, K> Found<'g, K> {
     pub(crate) fn tat(&self, seen: Option<u64>) -> Tat {
         // Acquire: a value written when the slot got a new key comes after that key's version
         // bump, so the version read below sees the bump.
-        let tat = seen.unwrap_or_else(|| self.group.tats[self.slot].load(Ordering::Acquire));
+        let tat = seen.unwrap_or_else(|| self.group.tats[self.slot()].load(Ordering::Acquire));
         // Relaxed: ordered after the Acquire load (or Acquire CAS failure) that produced `tat`.
         if tat == SEALED {
             Tat::Sealed
-        } else if u64::from(self.group.version.load(Ordering::Relaxed)) != self.version {
+        } else if self.group.version.load(Ordering::Relaxed) != self.version() {
             Tat::Moved
         } else {
             Tat::Current(tat)
@@ -77,17 +81,18 @@ impl<'g, K> Found<'g, K> {
         // Relaxed on success: the word is the bucket's whole state, nothing else is published
         // with it (a lowering's high-water is carried by `note_lowering`'s fence). Acquire on
         // failure: the value found is read as `Found::tat` reads it.
-        self.group.tats[self.slot]
+        self.group.tats[self.slot()]
             .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Acquire)
             .map(drop)
     }
 
     /// The hook for code that lowers a slot's `TAT`: call it with the value the lowering CAS will
-    /// replace (`from`), before that CAS, every time. It keeps the slot from changing key until
-    /// the clock is past `from`, and makes its next key start above `from`, so a check that read
-    /// `from` (or anything below it) before the lowering can never CAS into another key's bucket.
-    /// See the module notes. Costs one `fetch_max` on a line checks never read; the lowering CAS
-    /// after it may be `Relaxed`.
+    /// replace (`from`), before that CAS, every time. It keeps the slot from changing key until the
+    /// clock is past `from`, and makes its next key start above `from`, so a check that read `from`
+    /// (or anything below it) before the lowering can never CAS into another key's bucket. See the
+    /// module notes. Costs a `fetch_max` and a `fetch_or` on the slot's group's lines (see
+    /// [`Group::note_lowering`](super::group::Group::note_lowering)); the lowering CAS after it may
+    /// be `Relaxed`.
     ///
     /// What the argument needs of the lowering itself: it goes from `from` down to no lower than
     /// the key's first value (an undo goes back to the `TAT` the undone charge was computed
@@ -95,27 +100,23 @@ impl<'g, K> Found<'g, K> {
     /// stays above the exact state, see `bucket/give_back.rs`), so a key's values never fall
     /// below its first. A handle whose slot has changed key since it was
     /// found is harmless here: its `from` lies below the new key's first value, so the high-water
-    /// it raises changes nothing and its CAS fails.
+    /// it raises and the mark it sets only make the slot look busier, and its CAS fails.
     #[inline]
     pub(crate) fn note_lowering(&self, from: u64) {
-        // Relaxed, then a Release fence: the fence orders this write before the lowering CAS that
-        // follows (at any ordering), so a reclaimer whose seal (Acquire) reads the lowered value,
-        // or a later value of the same word, also reads this high-water.
-        self.page.side(self.index).lowered[self.slot].fetch_max(from, Ordering::Relaxed);
-        fence(Ordering::Release);
+        self.group.note_lowering(self.slot(), from);
     }
 
     /// Records an admission at `now_ms` for snapshots.
     #[inline]
     pub(crate) fn mark_used(&self, now_ms: u32) {
         // Relaxed: a statistic, read on its own.
-        self.group.used[self.slot].store(now_ms, Ordering::Relaxed);
+        self.group.used[self.slot()].store(now_ms, Ordering::Relaxed);
     }
 
     /// Where the slot is, table-wide, and the version it was found at: what a reservation keeps
     /// to find it again ([`Table::found_at`](super::table::Table::found_at)).
     pub(crate) fn locator(&self) -> (usize, usize, u32) {
-        (self.page.group_index(self.index), self.slot, self.version as u32)
+        ((self.at >> 34) as usize, self.slot(), self.version())
     }
 
     /// The epoch of the limiter's rate the group's states are in (see `requota.rs`).
@@ -127,13 +128,26 @@ impl<'g, K> Found<'g, K> {
     /// Whether the slot is being given to another key right now.
     pub(crate) fn is_sealed(&self) -> bool {
         // Acquire: as in `Found::tat`.
-        self.group.tats[self.slot].load(Ordering::Acquire) == SEALED
+        self.group.tats[self.slot()].load(Ordering::Acquire) == SEALED
     }
 
     /// The handle on slot `slot` of group `index` of `page`, found at group version `version`.
     #[inline(always)]
     pub(super) fn new(page: &'g Page<K>, index: usize, slot: usize, version: u32) -> Self {
-        Found { group: page.line(index), page, index, slot, version: u64::from(version) }
+        let at = (page.group_index(index) as u64) << 34 | (slot as u64 & 3) << 32;
+        Found { group: page.line(index), at: at | u64::from(version) }
+    }
+
+    /// The slot's index in its group.
+    #[inline(always)]
+    fn slot(&self) -> usize {
+        (self.at >> 32) as usize & 3
+    }
+
+    /// The group version the slot was found at.
+    #[inline(always)]
+    fn version(&self) -> u32 {
+        self.at as u32
     }
 }
 

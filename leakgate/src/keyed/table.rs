@@ -3,20 +3,25 @@
 //!
 //! # Implementation details
 //!
-//! **Where a key may be.** A key's hash picks its *home* shard (low bits) and a start group in it
-//! (the next bits). From there the key's *probe sequence* runs through every group of the table:
-//! the groups of its home shard from the start group on (wrapping), then the same positions in
-//! each following shard. The first [`WINDOW`] positions are the key's *window*: a key is placed in
-//! its window whenever there is room there, and a lookup of a key in its window costs what it
-//! always did. Past the window, a key is placed only when every slot of its window holds a busy
-//! bucket; the start group's [`Side::reach`](super::group::Side) records how far such keys went,
-//! so lookups of missing keys stop there.
+//! **Where a key may be.** A key's hash picks its *home* shard (low bits) and two start groups in
+//! it (other bits). From the first start group the key's *probe sequence* runs through every
+//! group of the table: the groups of its home shard from that group on (wrapping), then the same
+//! positions in each following shard. A key has two *windows* of [`WINDOW`] groups each: the
+//! first positions of its probe sequence, and as many groups of its home shard from its second
+//! start group. A new key goes into whichever window has an unused slot nearer its start (the
+//! first window on a tie): two choices keep keys near their starts in a nearly full table, where
+//! one window made a key pass a few groups on average and put some keys past their window (see
+//! [`super::capacity`]). A key is placed past its windows, further along its probe sequence, only
+//! when every slot of both holds a busy bucket; the first start group's reach (see
+//! [`Group::reach`]) records how far such keys went, so lookups of missing keys stop there.
 //!
 //! **Why lookups may stop early.** Slots are used in order and never emptied, and a key is placed
-//! in the first unused slot or an idle slot before it, so a lookup stops at the first group of the
-//! sequence that has an unused slot (or an unallocated page, which has only unused ones): a key
-//! placed earlier would sit before it. Lookups are lock-free (see [`super::group`] for how a slot's
-//! state and its key stay paired).
+//! in the first unused slot of a window, or in an idle slot only when neither window has an
+//! unused slot left, so a lookup stops looking in a window at its first group that has an unused
+//! slot (or an unallocated page, which has only unused ones): a key placed in that window would
+//! sit at or before it. A lookup looks in both windows by turns, group by group, and stops when
+//! it finds the key or both windows are done. Lookups are lock-free (see [`super::group`] for how
+//! a slot's state and its key stay paired).
 //!
 //! **Locks.** Every write to a group happens under the lock of the group's shard, and every insert
 //! of a key holds its home shard's lock, so one key is never inserted twice and a search for it
@@ -30,8 +35,9 @@
 //! thread that read the clock before its bucket was forgotten, or after the clock went back, is
 //! never given more than the bucket it lost would have given it.
 
-use super::group::{tag_of, Group, Side, SLOTS};
+use super::group::{Group, Side, SLOTS};
 use super::hasher::RandomSeed;
+use super::lookup::{second_start, start};
 use super::page::{LazyPage, Page};
 use super::slot::Found;
 use crate::sync::{self, AtomicU64, Mutex, Ordering};
@@ -42,10 +48,14 @@ use std::hash::{BuildHasher, Hash};
 /// How many groups (of [`SLOTS`] slots) form a key's window, from its hash.
 pub(crate) const WINDOW: usize = 16;
 
-/// Pages hold at least this many groups (512 KiB of lines and keys, 896 KiB with their side data
-/// for `u64` keys), or a whole shard if it is smaller: so tables of up to 2^20 slots have one page
+/// Pages hold at least this many groups (512 KiB of lines and keys, and 16 KiB of tags, for
+/// `u64` keys), or a whole shard if it is smaller: so tables of up to 2^20 slots have one page
 /// per shard, and the list of pages a lookup reads stays short (128 entries at 2^21 slots).
 const MIN_PAGE_GROUPS: usize = 4096;
+
+/// The size of a table's groups above which a lookup asks for its lines ahead (see
+/// [`Table::touch`]): a megabyte, a core's own cache on recent processors.
+const PREFETCH_BYTES: usize = 1 << 20;
 
 /// A table has at most 2^16 pages, so its list of pages stays small however large its capacity.
 const MAX_PAGES_LOG2: u32 = 16;
@@ -58,11 +68,15 @@ pub(crate) struct Table<K> {
     page_mask: usize,
     shard_mask: usize,
     /// log2 of the groups per shard.
-    shard_shift: u32,
-    group_mask: usize,
+    pub(super) shard_shift: u32,
+    pub(super) group_mask: usize,
     /// Groups in a window: [`WINDOW`], or fewer in a shard that small.
-    window: usize,
+    pub(super) window: usize,
     hasher: RandomSeed,
+    /// Whether [`Table::touch`] asks for lines ahead: only when the groups outgrow a core's own
+    /// caches ([`PREFETCH_BYTES`]). In a smaller table they are in cache already, and asking
+    /// costs the lookup its own work twice (1,000 keys, one thread: 2-3 ns of about 31).
+    pub(super) prefetch: bool,
     /// One lock per shard: held only while giving a slot of the shard to a key, never by a
     /// lookup.
     pub(super) shards: Box<[CachePadded<Mutex<()>>]>,
@@ -136,6 +150,7 @@ impl<K> Table<K> {
             group_mask: groups_per_shard - 1,
             window: WINDOW.min(groups_per_shard),
             hasher: RandomSeed::new(),
+            prefetch: groups.saturating_mul(std::mem::size_of::<Group<K>>()) > PREFETCH_BYTES,
             shards: (0..shards).map(|_| CachePadded::new(Mutex::new(()))).collect(),
             spill: Mutex::new(()),
             marks: CachePadded::new(Marks {
@@ -182,12 +197,25 @@ impl<K> Table<K> {
         ((p >> self.shard_shift) + 1) << self.shard_shift
     }
 
-    /// The global index of the group at position `p` of `hash`'s probe sequence.
+    /// The global index of the group at position `p` of `hash`'s probe sequence (the first `window`
+    /// positions are its first window).
     #[inline(always)]
     pub(super) fn position(&self, hash: u64, p: usize) -> usize {
         let shard = (self.home(hash) + (p >> self.shard_shift)) & self.shard_mask;
-        let start = (hash >> 16) as usize;
-        shard << self.shard_shift | (start.wrapping_add(p) & self.group_mask)
+        shard << self.shard_shift | (start(hash).wrapping_add(p) & self.group_mask)
+    }
+
+    /// The global index of the group at position `p` (below the window) of `hash`'s second
+    /// window.
+    #[inline(always)]
+    pub(super) fn second(&self, hash: u64, p: usize) -> usize {
+        self.home(hash) << self.shard_shift | (second_start(hash).wrapping_add(p) & self.group_mask)
+    }
+
+    /// Whether `hash`'s second window starts elsewhere than its first (when it does not, as in
+    /// a shard of one group, it is the first window again, and searches skip it).
+    pub(super) fn two_windows(&self, hash: u64) -> bool {
+        self.second(hash, 0) != self.position(hash, 0)
     }
 
     /// The group at global index `gi`; `None` if its page was never allocated (so none of its
@@ -215,21 +243,18 @@ impl<K> Table<K> {
     /// How far past the window keys of `hash`'s window were placed: the probe sequence a search
     /// must cover (at least the window).
     pub(super) fn reach(&self, hash: u64) -> usize {
-        // Acquire: pairs with the Release raise in the insert path (not needed for exactness,
-        // which the home lock gives; it makes a raise seen imply the insert before it is).
-        let reach = self
-            .at(self.position(hash, 0))
-            .map_or(0, |at| at.side().reach.load(Ordering::Acquire) as usize);
+        let reach = self.at(self.position(hash, 0)).map_or(0, |at| at.line().reach() as usize);
         reach.max(self.window)
     }
 
-    /// Runs `f` on every allocated group with its shard and side data (for a change of quota).
-    pub(crate) fn for_each_group(&self, mut f: impl FnMut(usize, &Group<K>, &Side<K>)) {
+    /// Runs `f` on every allocated group with its shard and what it shares with its page (for a
+    /// change of quota).
+    pub(crate) fn for_each_group(&self, mut f: impl FnMut(usize, &Group<K>, &Side<'_, K>)) {
         let page_groups = self.page_mask + 1;
         for (i, page) in self.pages.iter().enumerate() {
             let Some(page) = page.get() else { continue };
             for j in 0..page_groups {
-                f(self.shard_of(i * page_groups + j), page.line(j), page.side(j));
+                f(self.shard_of(i * page_groups + j), page.line(j), &page.side(j));
             }
         }
     }
@@ -237,7 +262,7 @@ impl<K> Table<K> {
     /// Converts group `gi` with `conversion` (see `requota.rs`), under its shard's lock.
     pub(crate) fn convert_group(&self, gi: usize, conversion: &impl super::insert::EpochOf<K>) {
         if let Some(at) = self.at(gi) {
-            conversion.convert(at.line(), at.side());
+            conversion.convert(at.line(), &at.side());
         }
     }
 
@@ -280,10 +305,10 @@ impl<K> Table<K> {
             (0..page_groups).map(move |j| (i * page_groups + j, page.line(j), page.side(j)))
         });
         for (gi, group, side) in groups {
-            let slots = (0..3).find_map(|_| group.read_all(side)).unwrap_or_else(|| {
+            let slots = (0..3).find_map(|_| group.read_all(&side)).unwrap_or_else(|| {
                 let _shard = sync::lock(&self.shards[self.shard_of(gi)]);
                 // Under the lock no slot of the group changes key, so this read succeeds.
-                group.read_all(side).unwrap_or_default()
+                group.read_all(&side).unwrap_or_default()
             });
             let epoch = group.epoch();
             for (key, tat, used) in slots {
@@ -293,69 +318,10 @@ impl<K> Table<K> {
     }
 }
 
-impl<K: Hash + Eq + Clone> Table<K> {
-    /// The slot holding `key`, if the table tracks it. Lock-free.
-    ///
-    /// Always inlined into the check: at a million keys a check waits on two cache misses (the
-    /// group's line, then its keys), and only a short straight path lets the processor start the
-    /// next check's misses meanwhile. Measured with 1M keys, one thread: 320 ns called, 182 ns
-    /// inlined.
-    #[inline(always)]
-    pub(crate) fn find<Q>(&self, key: &Q, hash: u64) -> Option<Found<'_, K>>
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
-        let tag = tag_of(hash);
-        // The window lies in the home shard: `position(hash, p)` for `p < window`.
-        let base = self.home(hash) << self.shard_shift;
-        let start = (hash >> 16) as usize;
-        for p in 0..self.window {
-            let at = self.at(base | (start.wrapping_add(p) & self.group_mask))?;
-            match at.find(key, tag) {
-                (Some((slot, version)), _) => return Some(at.found(slot, version)),
-                (None, true) => return None,
-                (None, false) => {}
-            }
-        }
-        self.find_past_window(key, hash)
-    }
-
-    /// Asks for the lines of the first group of `hash`'s window (see [`Group::touch`]): call it
-    /// before reading the clock, then [`Table::find`].
-    #[inline(always)]
-    pub(crate) fn touch(&self, hash: u64) {
-        if let Some(at) = self.at(self.position(hash, 0)) {
-            at.line().touch();
-        }
-    }
-
-    /// The rest of [`Table::find`], for a key whose window has no unused slot: the probe sequence
-    /// up to its window's reach. Kept out of line so the lookup path stays short.
-    #[cold]
-    #[inline(never)]
-    fn find_past_window<Q>(&self, key: &Q, hash: u64) -> Option<Found<'_, K>>
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
-        let tag = tag_of(hash);
-        for p in self.window..self.reach(hash) {
-            let at = self.at(self.position(hash, p))?;
-            match at.find(key, tag) {
-                (Some((slot, version)), _) => return Some(at.found(slot, version)),
-                (None, true) => return None,
-                (None, false) => {}
-            }
-        }
-        None
-    }
-}
-
 /// A group of a table: its page and its index there.
 pub(super) struct At<'t, K> {
-    page: &'t Page<K>,
-    index: usize,
+    pub(super) page: &'t Page<K>,
+    pub(super) index: usize,
 }
 
 impl<K> Clone for At<'_, K> {
@@ -373,8 +339,9 @@ impl<'t, K> At<'t, K> {
         self.page.line(self.index)
     }
 
-    /// The group's side data.
-    pub(super) fn side(self) -> &'t Side<K> {
+    /// What the group shares with its page: its tags, the spare block of keys.
+    #[inline(always)]
+    pub(super) fn side(self) -> Side<'t, K> {
         self.page.side(self.index)
     }
 
@@ -385,7 +352,7 @@ impl<'t, K> At<'t, K> {
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
-        self.line().find(self.side(), key, tag)
+        self.line().find(&self.side(), key, tag)
     }
 
     /// The handle on slot `slot` of the group, found at group version `version`.

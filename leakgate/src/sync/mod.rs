@@ -47,12 +47,12 @@ pub(crate) use alloc::sync::Arc;
 #[cfg(all(not(loom), not(feature = "std")))]
 pub(crate) use spin::{SpinGuard as MutexGuard, SpinLock as Mutex};
 #[cfg(all(not(loom), feature = "std"))]
-pub(crate) use std::sync::{Mutex, MutexGuard, RwLock};
+pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock};
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 /// `std`'s atomics under every cfg, for process-wide state that loom never models (the coarse
 /// clock's shared time, written by a real background thread).
