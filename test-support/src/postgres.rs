@@ -161,6 +161,26 @@ impl Postgres {
         self.port
     }
 
+    /// The server's process id (the postmaster's; panics after [`stop`](Self::stop)).
+    ///
+    /// ```
+    /// let pg = leakgate_test_support::Postgres::start();
+    /// assert!(!leakgate_test_support::watchdog::has_exited(pg.pid()));
+    /// ```
+    pub fn pid(&self) -> nix::unistd::Pid {
+        self.server.as_ref().expect("running").pid()
+    }
+
+    /// Its folder (the cluster's data, its log and its socket; removed with it).
+    ///
+    /// ```
+    /// let pg = leakgate_test_support::Postgres::start();
+    /// assert!(pg.dir().join("data").is_dir());
+    /// ```
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// A URL for database `db`.
     ///
     /// ```
