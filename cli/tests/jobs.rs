@@ -5,9 +5,9 @@
 
 mod common;
 
-use leakgate_test_support::postgres;
 use common::leakgate;
 use leakgate_jobs::{Jobs, Run};
+use leakgate_test_support::postgres;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

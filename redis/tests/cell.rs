@@ -8,10 +8,10 @@ mod support;
 
 use leakgate::{Admitted, Denied, ManualClock, Quota};
 use leakgate_redis::AsyncRedisCell;
+use leakgate_test_support::exact::{gcd, Ns};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;
-use leakgate_test_support::exact::{gcd, Ns};
 use support::{epoch, RedisServer};
 
 /// One TAT per key; each call's quota applied to it. Times count from `base` (ns), so that

@@ -63,7 +63,12 @@ impl Chromium {
                 .remove(&profile)
                 .arg(format!("TMPDIR={}", tmp.display()))
                 .arg(binary())
-                .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+                .args([
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                ])
                 .args(["--no-first-run", "--no-default-browser-check", "--window-size=1200,800"])
                 .arg("--remote-debugging-port=0")
                 .arg(format!("--user-data-dir={}", profile.display()))
@@ -88,7 +93,8 @@ impl Chromium {
             std::thread::sleep(Duration::from_millis(20));
         };
         let (socket, _) = tungstenite::connect(ws.as_str()).expect("the DevTools socket");
-        let mut browser = Chromium { socket, session: String::new(), next_id: 1, _browser: browser };
+        let mut browser =
+            Chromium { socket, session: String::new(), next_id: 1, _browser: browser };
         let target = browser.call(None, "Target.createTarget", json!({ "url": url }));
         let target_id = target["targetId"].as_str().unwrap().to_string();
         let attached = browser.call(

@@ -212,7 +212,8 @@ impl Watched {
             .stderr(Stdio::null())
             .spawn()
             .expect("sh, for a test folder's watchdog");
-        let mut watched = Watched { pid: Pid::from_raw(watchdog.id() as i32), watchdog, stdin: None };
+        let mut watched =
+            Watched { pid: Pid::from_raw(watchdog.id() as i32), watchdog, stdin: None };
         watched.stdin = watched.watchdog.stdin.take();
         watched
     }

@@ -3,6 +3,8 @@
 //! when the whole test binary is killed (`redis-server`, PostgreSQL and Chromium alike). Each case runs this test binary again as a child
 //! (`child_entry_point`), which starts a server, reports it, and then ends as the case says.
 
+use leakgate_test_support::watchdog::has_exited;
+use leakgate_test_support::{Postgres, RedisServer};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::io::{BufRead, BufReader, Write};
@@ -10,8 +12,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use leakgate_test_support::watchdog::has_exited;
-use leakgate_test_support::{Postgres, RedisServer};
 
 /// The entry point of the children; does nothing unless started by a case below.
 #[test]
