@@ -2,8 +2,8 @@
 //!
 //! - [`watchdog`]: a process that dies with the test process, however that ends (a panic, an
 //!   `exit`, `SIGKILL`), and takes its server and folder with it;
-//! - [`redis`]: a real `redis-server` per test ([`RedisServer`]), and the place for a Redis
-//!   Cluster;
+//! - [`redis`]: a real `redis-server` per test ([`RedisServer`]); [`cluster`]: six of them as
+//!   a Redis Cluster ([`Cluster`]);
 //! - [`postgres`]: a real PostgreSQL server per test binary ([`Postgres`]);
 //! - `chromium` (feature `chromium`): a headless browser driven over the DevTools protocol;
 //! - [`ports`]: a free loopback port;
@@ -23,6 +23,7 @@
 
 #[cfg(feature = "chromium")]
 pub mod chromium;
+pub mod cluster;
 pub mod exact;
 pub mod ports;
 pub mod postgres;
@@ -30,6 +31,7 @@ pub mod redis;
 pub mod rng;
 pub mod watchdog;
 
+pub use cluster::Cluster;
 pub use ports::free_port;
 pub use postgres::Postgres;
 pub use redis::RedisServer;

@@ -2,9 +2,7 @@
 //! with its folder when the test lets go of it, also when the test panics or the whole test
 //! binary is killed (both under a [`watchdog`](crate::watchdog)).
 //!
-//! A Redis Cluster (six nodes, `--cluster-enabled yes`, made with `redis-cli --cluster create
-//! ... --cluster-replicas 1`) belongs in this module too, beside the one node, when the cluster
-//! support needs one.
+//! A Redis Cluster of such servers is [`cluster`](crate::cluster)'s.
 //!
 //! ```
 //! let mut server = leakgate_test_support::RedisServer::start();
@@ -29,6 +27,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct RedisServer {
     server: Option<Watched>,
+    /// Settings after the defaults (kept for `restart`).
+    extra: Vec<String>,
     port: u16,
     /// Declared after `server`: the server stops before its folder goes.
     dir: tempfile::TempDir,
@@ -44,9 +44,21 @@ impl RedisServer {
     /// assert!(server.port() > 0);
     /// ```
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server as [`start`](Self::start) does, with more settings (`redis-server`'s
+    /// own arguments, kept across [`restart`](Self::restart)).
+    ///
+    /// ```
+    /// let server = leakgate_test_support::RedisServer::start_with(&["--maxmemory", "10mb"]);
+    /// assert!(leakgate_test_support::ports::answers_ping(server.port()));
+    /// ```
+    pub fn start_with(settings: &[&str]) -> RedisServer {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let dir_watch = Watched::remove_dir(dir.path());
-        let mut server = RedisServer { server: None, port: 0, dir, _dir_watch: dir_watch };
+        let extra = settings.iter().map(|s| s.to_string()).collect();
+        let mut server = RedisServer { server: None, extra, port: 0, dir, _dir_watch: dir_watch };
         for _ in 0..10 {
             server.port = free_port();
             if server.launch() {
@@ -174,7 +186,8 @@ impl RedisServer {
                 .arg("--dir")
                 .arg(self.dir.path())
                 .arg("--logfile")
-                .arg(self.dir.path().join("redis.log")),
+                .arg(self.dir.path().join("redis.log"))
+                .args(&self.extra),
         );
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -203,10 +216,16 @@ impl Drop for RedisServer {
 
 /// Debian's `redis-server`, else the one on the `PATH`.
 fn redis_server_binary() -> PathBuf {
-    for candidate in ["/usr/bin/redis-server", "/usr/local/bin/redis-server"] {
-        if Path::new(candidate).exists() {
-            return candidate.into();
+    binary("redis-server")
+}
+
+/// Debian's `program` (`redis-server`, `redis-cli`), else the one on the `PATH`.
+pub(crate) fn binary(program: &str) -> PathBuf {
+    for dir in ["/usr/bin", "/usr/local/bin"] {
+        let candidate = Path::new(dir).join(program);
+        if candidate.exists() {
+            return candidate;
         }
     }
-    "redis-server".into()
+    program.into()
 }
