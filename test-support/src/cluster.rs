@@ -1,5 +1,5 @@
 //! A real Redis Cluster for one test: six `redis-server`s (each a
-//! [`RedisServer`](crate::RedisServer) under its watchdog, `--cluster-enabled yes`, a node
+//! [`RedisServer`] under its watchdog, `--cluster-enabled yes`, a node
 //! timeout of one second), joined by `redis-cli --cluster create ... --cluster-replicas 1` into
 //! three masters with a replica each, and ready once every node reports `cluster_state:ok`. A
 //! test may kill or pause any node ([`Cluster::node_mut`]) and wait for a replica to take over

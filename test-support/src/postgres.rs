@@ -107,7 +107,9 @@ impl Postgres {
             pg.port = free_port();
             if pg.launch(settings, user) {
                 // The server's watchdog removes the folder after the server has ended.
-                dir_watch.take().map(Watched::keep_folder);
+                if let Some(watch) = dir_watch.take() {
+                    watch.keep_folder();
+                }
                 return pg;
             }
         }
