@@ -6,9 +6,7 @@
 //! in CI's release stress step (`cargo test -- --ignored`). The library cases in
 //! `jobs/tests/behaviour/runs.rs` pin the same defects in the default suite.
 
-#[path = "../../jobs/tests/support/postgres.rs"]
-mod postgres;
-
+use leakgate_test_support::postgres;
 use std::process::Command;
 
 /// Runs `tests/hostile/SCRIPT` with `env`, and says what it printed when it did not exit 0.

@@ -4,11 +4,10 @@
 //! database's clock), never from how long a test took.
 
 mod common;
-#[path = "../../jobs/tests/support/postgres.rs"]
-mod postgres;
 
 use common::leakgate;
 use leakgate_jobs::{Jobs, Run};
+use leakgate_test_support::postgres;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -347,7 +346,7 @@ fn bad_input() {
         "not a duration",
     );
     check(&["jobs", "work", "--db", &db], b"", 2, "COMMAND");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = leakgate_test_support::free_port();
     let unreachable = format!("postgres://u:p@127.0.0.1:{port}/db");
     check(&["jobs", "status", "--db", &unreachable], b"", 1, "cannot connect to PostgreSQL");
     check(&["jobs", "status", "--db", "postgres://u:secret@[nope/db"], b"", 1, "cannot connect");

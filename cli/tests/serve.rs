@@ -130,40 +130,11 @@ fn a_bad_start_exits_1_with_the_reason() {
 #[test]
 fn rules_push_stores_a_version_for_the_fleet() {
     // A redis-server of this test's own, on a free port, killed at the end.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let redis = leakgate_test_support::RedisServer::start();
+    let url = redis.url();
     let dir = std::env::temp_dir().join(format!("leakgate-cli-push-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    struct Redis(Child);
-    impl Drop for Redis {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _redis = Redis(
-        std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server (scripts/ensure-redis.sh)"),
-    );
-    let url = format!("redis://127.0.0.1:{port}/");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let rules = dir.join("rules.toml");
     std::fs::write(&rules, "api = \"10/s\"\n").unwrap();
     let serve = Serve::start(&[

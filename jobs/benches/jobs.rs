@@ -13,10 +13,8 @@
 //! `cargo bench -p leakgate-jobs --bench jobs` (add `-- --quick` for a smaller run). PostgreSQL
 //! runs with its defaults (durable commits); SQLite with WAL and `synchronous = FULL`.
 
-#[path = "../tests/support/postgres.rs"]
-mod postgres;
-
 use leakgate_jobs::{Jobs, LaneRules, NewJob, Outcome};
+use leakgate_test_support::postgres;
 use std::time::{Duration, Instant};
 
 struct Sizes {

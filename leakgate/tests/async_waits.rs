@@ -4,6 +4,7 @@
 #![cfg(feature = "tokio")]
 
 use leakgate::{Clock, Limiter, Quota};
+use leakgate_test_support::Rng;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -13,16 +14,6 @@ struct TokioClock(Instant);
 impl Clock for TokioClock {
     fn now_ns(&self) -> u64 {
         Instant::now().duration_since(self.0).as_nanos() as u64
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
     }
 }
 
@@ -53,7 +44,7 @@ async fn dropped_waits_never_let_more_through() {
         let clock = TokioClock(Instant::now());
         let lim = Arc::new(Limiter::with_clock(q, clock.clone()));
         let kept = Arc::new(Mutex::new(Vec::new()));
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut handles = Vec::new();
         for _ in 0..60 {
             let (lim, kept, clock) = (lim.clone(), kept.clone(), clock.clone());

@@ -3,6 +3,7 @@
 //! events are replayed in time order through an exact GCRA: each must conform.
 
 use leakgate::{Clock, KeyedLimiter, Limiter, Quota, TscClock};
+use leakgate_test_support::Rng;
 use std::cell::Cell;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,16 +18,6 @@ impl Clock for Recording {
         let t = self.0.now_ns();
         LAST_READ.with(|c| c.set(t));
         t
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
     }
 }
 
@@ -69,7 +60,7 @@ fn limiter_checks_reserves_cancels_under_contention_conform() {
                 let (lim, log, clock) = (&lim, &log, &clock);
                 s.spawn(move || {
                     let mut rng =
-                        Rng(0x9e37_79b9_7f4a_7c15 ^ (seed + 1).wrapping_mul(0x1234_5678_9abc));
+                        Rng::new(0x9e37_79b9_7f4a_7c15 ^ (seed + 1).wrapping_mul(0x1234_5678_9abc));
                     let mut mine = Vec::new();
                     while clock.0.now_ns() < stop {
                         let n = 1 + rng.next() % q.burst();
@@ -126,7 +117,8 @@ fn keyed_stress(
         for seed in 0..threads {
             let (keyed, log, clock) = (&keyed, &log, &clock);
             s.spawn(move || {
-                let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ (seed + 7).wrapping_mul(0x9e37_79b9));
+                let mut rng =
+                    Rng::new(0x2545_f491_4f6c_dd1d ^ (seed + 7).wrapping_mul(0x9e37_79b9));
                 let mut mine = Vec::new();
                 while clock.0.now_ns() < stop {
                     let key = rng.next() % keys;
@@ -224,7 +216,7 @@ fn preempted_traffic(
             s.spawn(move || {
                 PRNG.with(|p| p.set(0x2545_f491_4f6c_dd1d ^ (seed + 3).wrapping_mul(0x9e37_79b9)));
                 let mut rng =
-                    Rng(0x9e37_79b9_7f4a_7c15 ^ (seed + 11).wrapping_mul(0x1234_5678_9abc));
+                    Rng::new(0x9e37_79b9_7f4a_7c15 ^ (seed + 11).wrapping_mul(0x1234_5678_9abc));
                 let mut mine = Vec::new();
                 while clock.0.now_ns() < stop {
                     let key = rng.next() % 6;

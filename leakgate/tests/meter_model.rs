@@ -33,6 +33,94 @@ fn packets(max_wait_ns: u64) -> impl Strategy<Value = Vec<Packet>> {
     proptest::collection::vec(packet, 1..120)
 }
 
+/// What the comparison asks of a meter, the same for an srTCM and a trTCM: a packet's colour
+/// on the meter's clock and at a caller's time (colour-blind when `pre` is `None`), its tokens.
+trait Meter {
+    fn colour(&self, size: u64, pre: Option<Color>) -> Color;
+    fn colour_at(&self, size: u64, pre: Option<Color>, t: u64) -> Color;
+    fn tokens(&self, t: u64) -> (u64, u64);
+}
+
+/// The same of a keyed meter, for one flow.
+trait Keyed {
+    fn colour_at(&self, flow: u8, size: u64, pre: Color, t: u64) -> Color;
+    fn tokens(&self, flow: u8, t: u64) -> (u64, u64);
+}
+
+/// An RFC's token buckets (`support/rfc.rs`), for either meter.
+trait Model: Clone {
+    fn colour(&mut self, t: u64, size: u64, pre: Color) -> Color;
+    fn tokens(&self) -> (u64, u64);
+}
+
+macro_rules! meter {
+    ($meter:ty, $keyed:ty, $model:ty) => {
+        impl Meter for $meter {
+            fn colour(&self, size: u64, pre: Option<Color>) -> Color {
+                pre.map_or_else(|| self.color_blind(size), |pre| self.color_aware(size, pre))
+            }
+            fn colour_at(&self, size: u64, pre: Option<Color>, t: u64) -> Color {
+                match pre {
+                    None => self.color_blind_at(size, t),
+                    Some(pre) => self.color_aware_at(size, pre, t),
+                }
+            }
+            fn tokens(&self, t: u64) -> (u64, u64) {
+                self.tokens_at(t)
+            }
+        }
+        impl Keyed for $keyed {
+            fn colour_at(&self, flow: u8, size: u64, pre: Color, t: u64) -> Color {
+                self.color_aware_at(&flow, size, pre, t)
+            }
+            fn tokens(&self, flow: u8, t: u64) -> (u64, u64) {
+                self.tokens_at(&flow, t)
+            }
+        }
+        impl Model for $model {
+            fn colour(&mut self, t: u64, size: u64, pre: Color) -> Color {
+                self.meter(t, size, pre)
+            }
+            fn tokens(&self) -> (u64, u64) {
+                <$model>::tokens(self)
+            }
+        }
+    };
+}
+meter!(SrTcm<ManualClock>, KeyedSrTcm<u8, ManualClock>, RefSrTcm);
+meter!(TrTcm<ManualClock>, KeyedTrTcm<u8, ManualClock>, RefTrTcm);
+
+/// Meters `stream` on `own` (on `clock`), `caller` (at caller time) and one flow of `keyed` per
+/// packet's flow, and checks each colour and each token count against `rfc`'s (one model for
+/// the plain meters, one per flow for the keyed meter).
+fn colours_are_the_rfcs<M: Meter>(
+    clock: &ManualClock,
+    (own, caller, keyed): (M, M, impl Keyed),
+    rfc: impl Model,
+    blind: bool,
+    stream: Vec<Packet>,
+) -> Result<(), TestCaseError> {
+    let mut one = rfc.clone();
+    let mut flows = vec![rfc; 3];
+    let mut t = 0;
+    for p in stream {
+        t += p.wait_ns;
+        clock.set(Duration::from_nanos(t));
+        let pre = if blind { Color::Green } else { p.pre };
+        let expected = one.colour(t, p.size, pre);
+        let given = (!blind).then_some(pre);
+        let (by_clock, at) = (own.colour(p.size, given), caller.colour_at(p.size, given, t));
+        prop_assert_eq!(by_clock, expected, "{:?} at {}", p, t);
+        prop_assert_eq!(at, expected, "caller time: {:?} at {}", p, t);
+        prop_assert_eq!(own.tokens(t), one.tokens());
+        let flow = usize::from(p.flow);
+        let expected = flows[flow].colour(t, p.size, pre);
+        prop_assert_eq!(keyed.colour_at(p.flow, p.size, pre, t), expected, "flow {:?}", p);
+        prop_assert_eq!(keyed.tokens(p.flow, t), flows[flow].tokens());
+    }
+    Ok(())
+}
+
 proptest! {
     /// srTCM: every colour and every `(Tc, Te)` as RFC 2697 gives them, colour-blind and
     /// colour-aware, on the meter's clock and with caller time, for one meter and per flow.
@@ -49,27 +137,7 @@ proptest! {
         let own = SrTcm::with_bursts(bytes(cir, 1), cbs, ebs, clock.clone()).unwrap();
         let caller = SrTcm::with_bursts(bytes(cir, 1), cbs, ebs, ManualClock::new()).unwrap();
         let keyed = KeyedSrTcm::<u8, _>::with_bursts(bytes(cir, 1), cbs, ebs, 64, ManualClock::new()).unwrap();
-        let mut one = RefSrTcm::new(cir, cbs, ebs);
-        let mut flows = vec![RefSrTcm::new(cir, cbs, ebs); 3];
-        let mut t = 0;
-        for p in stream {
-            t += p.wait_ns;
-            clock.set(Duration::from_nanos(t));
-            let pre = if blind { Color::Green } else { p.pre };
-            let expected = one.meter(t, p.size, pre);
-            let (by_clock, at) = if blind {
-                (own.color_blind(p.size), caller.color_blind_at(p.size, t))
-            } else {
-                (own.color_aware(p.size, pre), caller.color_aware_at(p.size, pre, t))
-            };
-            prop_assert_eq!(by_clock, expected, "{:?} at {}", p, t);
-            prop_assert_eq!(at, expected, "caller time: {:?} at {}", p, t);
-            prop_assert_eq!(own.tokens_at(t), one.tokens());
-            let flow = usize::from(p.flow);
-            let expected = flows[flow].meter(t, p.size, pre);
-            prop_assert_eq!(keyed.color_aware_at(&p.flow, p.size, pre, t), expected, "flow {:?}", p);
-            prop_assert_eq!(keyed.tokens_at(&p.flow, t), flows[flow].tokens());
-        }
+        colours_are_the_rfcs(&clock, (own, caller, keyed), RefSrTcm::new(cir, cbs, ebs), blind, stream)?;
     }
 
     /// trTCM: every colour and every `(Tp, Tc)` as RFC 2698 gives them.
@@ -89,27 +157,7 @@ proptest! {
         let own = TrTcm::with_clock(bytes(pir, pbs), bytes(cir, cbs), clock.clone()).unwrap();
         let caller = TrTcm::with_clock(bytes(pir, pbs), bytes(cir, cbs), ManualClock::new()).unwrap();
         let keyed = KeyedTrTcm::<u8, _>::with_capacity_and_clock(bytes(pir, pbs), bytes(cir, cbs), 64, ManualClock::new()).unwrap();
-        let mut one = RefTrTcm::new(pir, pbs, cir, cbs);
-        let mut flows = vec![RefTrTcm::new(pir, pbs, cir, cbs); 3];
-        let mut t = 0;
-        for p in stream {
-            t += p.wait_ns;
-            clock.set(Duration::from_nanos(t));
-            let pre = if blind { Color::Green } else { p.pre };
-            let expected = one.meter(t, p.size, pre);
-            let (by_clock, at) = if blind {
-                (own.color_blind(p.size), caller.color_blind_at(p.size, t))
-            } else {
-                (own.color_aware(p.size, pre), caller.color_aware_at(p.size, pre, t))
-            };
-            prop_assert_eq!(by_clock, expected, "{:?} at {}", p, t);
-            prop_assert_eq!(at, expected, "caller time: {:?} at {}", p, t);
-            prop_assert_eq!(own.tokens_at(t), one.tokens());
-            let flow = usize::from(p.flow);
-            let expected = flows[flow].meter(t, p.size, pre);
-            prop_assert_eq!(keyed.color_aware_at(&p.flow, p.size, pre, t), expected, "flow {:?}", p);
-            prop_assert_eq!(keyed.tokens_at(&p.flow, t), flows[flow].tokens());
-        }
+        colours_are_the_rfcs(&clock, (own, caller, keyed), RefTrTcm::new(pir, pbs, cir, cbs), blind, stream)?;
     }
 }
 

@@ -137,6 +137,9 @@ fn trtcm_greens_racing_for_the_committed_bucket() {
     trtcm_model(4, 2, &[(2, Color::Green), (1, Color::Green), (1, Color::Green)]);
 }
 
+/// The race on one flow of a keyed meter, after a first green of 1: both packets go for green.
+const FLOW_RACE: &[(u64, Color)] = &[(2, Color::Green), (1, Color::Green)];
+
 #[test]
 fn keyed_srtcm_a_flow_races_as_one_meter_does() {
     // One flow of a keyed srTCM (its words in two keyed tables), after a first green of 1:
@@ -146,21 +149,10 @@ fn keyed_srtcm_a_flow_races_as_one_meter_does() {
             KeyedSrTcm::<u64, _>::with_capacity_and_clock(bytes(3), 1, 64, ManualClock::new());
         let meter = Arc::new(meter.unwrap());
         assert_eq!(meter.color_blind(&1, 1), Color::Green);
-        let threads: Vec<_> = [2u64, 1]
-            .into_iter()
-            .map(|size| {
-                let meter = meter.clone();
-                thread::spawn(move || (size, meter.color_blind(&1, size)))
-            })
-            .collect();
-        let mut totals = [0; 3];
-        for t in threads {
-            let (size, colour) = t.join().unwrap();
-            totals[colour as usize] += size;
-        }
-        let [green, yellow, _] = totals;
-        assert!(green <= 2 && yellow <= 1, "{totals:?}");
-        assert_eq!(meter.tokens_at(&1, 0), (2 - green, 1 - yellow), "{totals:?}");
+        let colours = race(&meter, FLOW_RACE, |m, size, _| m.color_blind(&1, size));
+        let [green, yellow, _] = totals(FLOW_RACE, &colours);
+        assert!(green <= 2 && yellow <= 1, "{colours:?}");
+        assert_eq!(meter.tokens_at(&1, 0), (2 - green, 1 - yellow), "{colours:?}");
     });
 }
 
@@ -176,20 +168,9 @@ fn keyed_trtcm_a_flow_races_as_one_meter_does() {
         );
         let meter = Arc::new(meter.unwrap());
         assert_eq!(meter.color_blind(&1, 1), Color::Green);
-        let threads: Vec<_> = [2u64, 1]
-            .into_iter()
-            .map(|size| {
-                let meter = meter.clone();
-                thread::spawn(move || (size, meter.color_blind(&1, size)))
-            })
-            .collect();
-        let mut totals = [0; 3];
-        for t in threads {
-            let (size, colour) = t.join().unwrap();
-            totals[colour as usize] += size;
-        }
-        let [green, yellow, _] = totals;
-        assert!(green <= 1 && green + yellow <= 3, "{totals:?}");
-        assert_eq!(meter.tokens_at(&1, 0), (3 - green - yellow, 1 - green), "{totals:?}");
+        let colours = race(&meter, FLOW_RACE, |m, size, _| m.color_blind(&1, size));
+        let [green, yellow, _] = totals(FLOW_RACE, &colours);
+        assert!(green <= 1 && green + yellow <= 3, "{colours:?}");
+        assert_eq!(meter.tokens_at(&1, 0), (3 - green - yellow, 1 - green), "{colours:?}");
     });
 }

@@ -8,49 +8,11 @@ mod support;
 
 use leakgate::{Admitted, Denied, ManualClock, Quota};
 use leakgate_redis::AsyncRedisCell;
+use leakgate_test_support::exact::{gcd, Ns};
 use proptest::prelude::*;
-use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::time::Duration;
 use support::{epoch, RedisServer};
-
-/// A rational number of nanoseconds, `num / den`, reduced.
-#[derive(Clone, Copy, Debug)]
-struct Ns(u128, u128);
-
-fn gcd(mut a: u128, mut b: u128) -> u128 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a.max(1)
-}
-
-impl Ns {
-    fn new(num: u128, den: u128) -> Ns {
-        let g = gcd(num, den);
-        Ns(num / g, den / g)
-    }
-    /// Both over their least common denominator.
-    fn common(self, o: Ns) -> (u128, u128, u128) {
-        let l = self.1 / gcd(self.1, o.1) * o.1;
-        (self.0 * (l / self.1), o.0 * (l / o.1), l)
-    }
-    fn add(self, o: Ns) -> Ns {
-        let (a, b, l) = self.common(o);
-        Ns::new(a + b, l)
-    }
-    fn sub(self, o: Ns) -> Ns {
-        let (a, b, l) = self.common(o);
-        Ns::new(a.saturating_sub(b), l)
-    }
-    fn cmp(self, o: Ns) -> Ordering {
-        let (a, b, _) = self.common(o);
-        a.cmp(&b)
-    }
-    fn ceil_ns(self) -> Duration {
-        Duration::from_nanos(self.0.div_ceil(self.1) as u64)
-    }
-}
 
 /// One TAT per key; each call's quota applied to it. Times count from `base` (ns), so that
 /// the rationals stay small.
@@ -68,18 +30,18 @@ struct Modelled {
 impl Model {
     fn call(&mut self, key: &[u8], q: Quota, now_ns: u64, n: u64) -> Modelled {
         let t = Ns::new(q.period().as_nanos(), u128::from(q.count()));
-        let tau = Ns::new(t.0 * u128::from(q.burst()), t.1);
+        let tau = t.times(q.burst());
         let now = Ns::new(u128::from(now_ns - self.base), 1);
-        let tat = self.tat.get(key).copied().unwrap_or(Ns(0, 1));
-        let start = if tat.cmp(now) == Ordering::Greater { tat } else { now };
-        let after = start.add(Ns::new(t.0 * u128::from(n), t.1));
+        let tat = self.tat.get(key).copied().unwrap_or(Ns::whole(0));
+        let start = tat.max(now);
+        let after = start.add(t.times(n));
         let remaining = |x: Ns| {
             let backlog = x.sub(now);
-            let backlog = if backlog.cmp(tau) == Ordering::Greater { tau } else { backlog };
+            let backlog = backlog.min(tau);
             let left = tau.sub(backlog);
-            ((left.0 * t.1) / (left.1 * t.0)) as u64
+            left.div_floor(t) as u64
         };
-        let fits = after.sub(now).cmp(tau) != Ordering::Greater;
+        let fits = after.sub(now) <= tau;
         if fits && n <= q.burst() {
             if n > 0 {
                 self.tat.insert(key.to_vec(), after);
@@ -201,7 +163,7 @@ fn decisions_follow_the_exact_model_with_a_quota_per_call() {
                 prop_assert!(!g.0 || w.0, "step {}: admitted what the model refuses", step);
                 if g.0 != w.0 {
                     let fit = want.slack.expect("the model admitted");
-                    prop_assert!(fit.cmp(Ns::new(u128::from(slack), 1)) == Ordering::Less);
+                    prop_assert!(fit < Ns::whole(slack));
                     break;
                 }
                 prop_assert!(w.1 >= g.1 && w.1 - g.1 <= 1, "step {}: {:?} {:?}", step, g, w);

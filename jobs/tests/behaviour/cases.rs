@@ -388,7 +388,7 @@ async fn a_wrong_password_or_no_server(db: Db) {
     let e = Jobs::open(&db.url).await.unwrap_err();
     assert!(e.to_string().contains("password"), "{e}");
     // A port where nothing listens: refused at once, a clear error.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = leakgate_test_support::free_port();
     let e = Jobs::open(&format!("postgres://postgres:x@127.0.0.1:{port}/jobs")).await.unwrap_err();
     assert!(e.to_string().contains("cannot connect"), "{e}");
     let e = Jobs::open("postgres://[not a url").await.unwrap_err();

@@ -7,15 +7,13 @@
 
 #![allow(unreachable_pub)]
 
-#[path = "../support/postgres.rs"]
-mod postgres;
-
 mod cases;
 mod db;
 mod model;
 mod runs;
 mod worker;
 
+use leakgate_test_support::postgres;
 use libtest_mimic::{Arguments, Trial};
 
 fn main() {

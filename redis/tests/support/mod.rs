@@ -1,14 +1,13 @@
 //! What the tests, the benchmark and the examples share: a real `redis-server` per test
-//! (`server`), the exact model (`model`) and its rule keys across reloads (`reload_model`), a
+//! (`leakgate-test-support`'s, re-exported), the exact model (`model`) and its rule keys across reloads (`reload_model`), a
 //! floating-seconds script to compare with (`float`), and a few limiters and clocks.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod float;
 pub mod model;
 pub mod reload_model;
-pub mod server;
 
-pub use server::RedisServer;
+pub use leakgate_test_support::RedisServer;
 use std::time::Duration;
 
 /// A limiter on `url` with the contract's defaults, except a deadline long enough that a test

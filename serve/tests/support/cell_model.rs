@@ -1,83 +1,12 @@
 //! The exact model of `CL.THROTTLE`, written from the contract's meaning of GCRA alone: one TAT
-//! per key (redis-cell's bucket), an exact rational number of nanoseconds, and each call's own
+//! per key (redis-cell's bucket), an exact rational number of nanoseconds (`leakgate-test-support`'s `Ns`), and each call's own
 //! parameters applied to it.
 
-use std::cmp::Ordering;
+pub use leakgate_test_support::exact::Ns;
 use std::collections::HashMap;
 
 /// One call's reply: `[limited, max_burst + 1, remaining, retry_after_s, reset_after_s]`.
 pub type Reply = [i64; 5];
-
-/// A non-negative rational number of nanoseconds, `num / den`, kept reduced.
-#[derive(Clone, Copy, Debug)]
-pub struct Ns {
-    num: u128,
-    den: u128,
-}
-
-fn gcd(mut a: u128, mut b: u128) -> u128 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a.max(1)
-}
-
-impl Ns {
-    pub fn new(num: u128, den: u128) -> Ns {
-        let g = gcd(num, den);
-        Ns { num: num / g, den: den / g }
-    }
-
-    pub fn whole(ns: u64) -> Ns {
-        Ns::new(u128::from(ns), 1)
-    }
-
-    fn add(self, o: Ns) -> Ns {
-        let l = self.den / gcd(self.den, o.den) * o.den;
-        Ns::new(self.num * (l / self.den) + o.num * (l / o.den), l)
-    }
-
-    /// `self - o`, or zero when `o` is larger.
-    fn sub(self, o: Ns) -> Ns {
-        let l = self.den / gcd(self.den, o.den) * o.den;
-        let (a, b) = (self.num * (l / self.den), o.num * (l / o.den));
-        Ns::new(a.saturating_sub(b), l)
-    }
-
-    fn times(self, n: u64) -> Ns {
-        Ns::new(self.num * u128::from(n), self.den)
-    }
-
-    /// Whole seconds, rounded up.
-    fn ceil_s(self) -> i64 {
-        self.num.div_ceil(self.den * 1_000_000_000) as i64
-    }
-
-    /// How many whole `t` fit in `self`.
-    fn div_floor(self, t: Ns) -> u128 {
-        (self.num * t.den) / (self.den * t.num)
-    }
-}
-
-impl PartialEq for Ns {
-    fn eq(&self, o: &Ns) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-
-impl PartialOrd for Ns {
-    fn partial_cmp(&self, o: &Ns) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl Eq for Ns {}
-
-impl Ord for Ns {
-    fn cmp(&self, o: &Ns) -> Ordering {
-        (self.num * o.den).cmp(&(o.num * self.den))
-    }
-}
 
 #[derive(Default)]
 pub struct CellModel {

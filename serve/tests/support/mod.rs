@@ -1,39 +1,20 @@
 //! What the serve tests share: a rules file in a temporary folder, an in-process service on free
-//! loopback ports (on a `ManualClock` or the real clock) stopped when dropped, a real
-//! `redis-server` killed when dropped, a seeded PRNG, and the exact model of `CL.THROTTLE`.
+//! loopback ports (on a `ManualClock` or the real clock) stopped when dropped, and the exact
+//! model of `CL.THROTTLE`; a real `redis-server`, headless Chromium, free ports and the seeded
+//! PRNG are `leakgate-test-support`'s, re-exported.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cell_model;
-pub mod chromium;
+
+#[allow(unused_imports)] // each test file uses its own part
+pub use leakgate_test_support::{chromium, free_port, RedisServer, Rng};
 
 use leakgate::{Clock, ManualClock};
 use leakgate_serve::{Config, Running};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A small deterministic PRNG (xorshift64*), so failures repeat.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use std::time::Duration;
 
 /// A rules file in a temporary folder of its own (removed when dropped).
 pub struct RulesFile {
@@ -228,110 +209,4 @@ pub fn http_get_any(addr: SocketAddr, path: &str) -> (u16, String) {
     let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
     let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("a status");
     (status, body.to_string())
-}
-
-/// A running `redis-server` of our own on a free loopback port, killed when dropped.
-pub struct RedisServer {
-    child: Option<Child>,
-    pub port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl RedisServer {
-    pub fn start() -> RedisServer {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let mut server = RedisServer { child: None, port: 0, dir };
-        for _ in 0..10 {
-            server.port = free_port();
-            if server.launch() {
-                return server;
-            }
-        }
-        panic!("redis-server did not start: see scripts/ensure-redis.sh");
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGSTOP: the server keeps its connections and answers nothing.
-    pub fn pause(&self) {
-        self.signal(nix::sys::signal::Signal::SIGSTOP);
-    }
-
-    /// SIGCONT after `pause`.
-    pub fn resume(&self) {
-        self.signal(nix::sys::signal::Signal::SIGCONT);
-    }
-
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = self.child.as_ref().expect("running").id() as i32;
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
-            .expect("signal redis-server");
-    }
-
-    pub fn restart(&mut self) {
-        self.kill();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.launch() {
-            assert!(Instant::now() < deadline, "redis-server did not restart on its port");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn launch(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot run redis-server ({e}): see scripts/ensure-redis.sh")
-            });
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
-                self.child = None;
-                return false;
-            }
-            if ping(self.port) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.kill();
-        false
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            self.resume();
-        }
-        self.kill();
-    }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
 }

@@ -1,10 +1,10 @@
 //! The test servers themselves: a server a test starts is gone, with its folder, when the test
 //! lets go of it, when the test panics, when it was kept in a `static` whose drop never runs, and
-//! when the whole test binary is killed. Each case runs this test binary again as a child
+//! when the whole test binary is killed (`redis-server`, PostgreSQL and Chromium alike). Each case runs this test binary again as a child
 //! (`child_entry_point`), which starts a server, reports it, and then ends as the case says.
 
-mod support;
-
+use leakgate_test_support::watchdog::has_exited;
+use leakgate_test_support::{Postgres, RedisServer};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::io::{BufRead, BufReader, Write};
@@ -12,8 +12,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use support::server::has_exited;
-use support::RedisServer;
 
 /// The entry point of the children; does nothing unless started by a case below.
 #[test]
@@ -38,6 +36,19 @@ fn child_entry_point() {
             let server = RedisServer::start();
             report(&server);
             std::thread::sleep(Duration::from_secs(120));
+        }
+        "hold_postgres" => {
+            let server = Postgres::start();
+            println!("SERVER {} {}", server.pid(), server.dir().display());
+            let _ = std::io::stdin().read_line(&mut String::new());
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        "panic_postgres" => {
+            static SERVER: OnceLock<Postgres> = OnceLock::new();
+            let server = SERVER.get_or_init(Postgres::start);
+            println!("SERVER {} {}", server.pid(), server.dir().display());
+            let _ = std::io::stdin().read_line(&mut String::new());
+            panic!("a failing test, its server in a static");
         }
         _ => panic!("unknown role {role}"),
     }
@@ -121,4 +132,28 @@ fn a_paused_server_is_stopped_too() {
     server.pause();
     drop(server);
     assert_gone(pid, &dir);
+}
+
+#[test]
+fn a_killed_test_binary_leaves_no_postgres_behind() {
+    let (mut child, pid, dir) = child("hold_postgres");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = child.wait();
+    assert_gone(pid, &dir);
+}
+
+#[test]
+fn a_postgres_in_a_static_is_stopped_when_a_test_panics() {
+    let (mut child, pid, dir) = child("panic_postgres");
+    assert!(!child.wait().unwrap().success(), "the child's test failed");
+    assert_gone(pid, &dir);
+}
+
+#[test]
+fn a_stopped_postgres_leaves_nothing_behind() {
+    let mut server = Postgres::start();
+    let (pid, dir) = (server.pid(), server.dir().to_owned());
+    server.stop();
+    assert!(has_exited(pid), "postgres {pid} still runs");
+    assert!(!dir.exists(), "{dir:?} left behind");
 }

@@ -1,36 +1,54 @@
-//! A real PostgreSQL server of our own for one test binary: `initdb` in a temporary directory,
-//! `postgres` on a free 127.0.0.1 port with password authentication, stopped when dropped.
+//! A real PostgreSQL server of the test's own: `initdb` in a temporary folder, `postgres` on a
+//! free 127.0.0.1 port with password authentication, under a [`watchdog`](crate::watchdog)
+//! that ends it (`SIGQUIT`, PostgreSQL's immediate shutdown, which releases its shared memory)
+//! and removes its folder when the guard is dropped or the test process ends in any way.
 //!
-//! Run as root (CI), the server runs as the `postgres` user (PostgreSQL refuses root). A small
-//! watchdog process stops the server and removes its directory if the test process dies without
-//! dropping the guard (killed, or `exit` while tests run), so no server outlives the test run.
-//! Shared by the tests of `leakgate-jobs`, its benchmark, and the CLI's tests (by `#[path]`).
-#![allow(dead_code, unreachable_pub)]
+//! Run as root (CI), `initdb` and the server run as the `postgres` user (PostgreSQL refuses
+//! root), the watchdog too.
+//!
+//! ```
+//! let pg = leakgate_test_support::Postgres::start();
+//! assert!(pg.database().starts_with("postgres://postgres:"));
+//! ```
 
-use std::net::TcpListener;
+use crate::ports::free_port;
+use crate::watchdog::{has_exited, Program, Watched};
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The superuser's password on test servers.
+///
+/// ```
+/// assert!(!leakgate_test_support::postgres::PASSWORD.is_empty());
+/// ```
 pub const PASSWORD: &str = "leakgate-test";
 
-/// A running server; stopped and removed when dropped.
+/// A running server; stopped, and its folder removed, when dropped.
+///
+/// ```
+/// let pg = leakgate_test_support::Postgres::start();
+/// assert!(pg.port() > 0);
+/// ```
+#[derive(Debug)]
 pub struct Postgres {
-    server: Option<Child>,
-    watchdog: Option<Child>,
+    server: Option<Watched>,
     port: u16,
     bin: PathBuf,
     dir: PathBuf,
-    /// Databases made so far (for unique names).
+    /// Databases made so far (for unique names; `Relaxed`: only the count matters).
     made: AtomicU64,
 }
 
 impl Postgres {
     /// Starts a server for tests: durability off (`fsync = off`), which changes no answer.
+    ///
+    /// ```
+    /// let _pg = leakgate_test_support::Postgres::start();
+    /// ```
     pub fn start() -> Postgres {
         Postgres::start_with(&[
             "-c",
@@ -43,28 +61,37 @@ impl Postgres {
     }
 
     /// Starts a server with PostgreSQL's defaults (durable commits), for benchmarks.
+    ///
+    /// ```
+    /// let _pg = leakgate_test_support::Postgres::start_durable();
+    /// ```
     pub fn start_durable() -> Postgres {
         Postgres::start_with(&[])
     }
 
     fn start_with(settings: &[&str]) -> Postgres {
         let bin = bin_dir();
-        let dir = std::env::temp_dir().join(format!(
-            "leakgate-pg-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("leakgate-pg-")
+            .tempdir()
+            .expect("a temporary folder")
+            .keep();
+        // From here on the folder goes when this process does, even before the server runs.
+        let mut dir_watch = Some(Watched::remove_dir(&dir));
         let user = server_user();
         if let Some((uid, gid)) = user {
-            chown(&dir, Some(uid), Some(gid)).expect("chown the server's directory");
+            chown(&dir, Some(uid), Some(gid)).expect("chown the server's folder");
         }
         let pwfile = dir.join("pw");
-        std::fs::write(&pwfile, PASSWORD).unwrap();
+        std::fs::write(&pwfile, PASSWORD).expect("write the password file");
         if let Some((uid, gid)) = user {
-            chown(&pwfile, Some(uid), Some(gid)).unwrap();
+            chown(&pwfile, Some(uid), Some(gid)).expect("chown the password file");
         }
-        let out = as_server_user(Command::new(bin.join("initdb")), user)
+        let mut initdb = Command::new(bin.join("initdb"));
+        if let Some((uid, gid)) = user {
+            initdb.uid(uid).gid(gid).env("HOME", "/tmp");
+        }
+        let out = initdb
             .arg("-D")
             .arg(dir.join("data"))
             .args(["-U", "postgres", "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"])
@@ -75,12 +102,14 @@ impl Postgres {
                 panic!("cannot run {}/initdb ({e}): see scripts/ensure-postgres.sh", bin.display())
             });
         assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
-        let mut pg =
-            Postgres { server: None, watchdog: None, port: 0, bin, dir, made: AtomicU64::new(0) };
+        let mut pg = Postgres { server: None, port: 0, bin, dir, made: AtomicU64::new(0) };
         for _ in 0..10 {
             pg.port = free_port();
             if pg.launch(settings, user) {
-                pg.watch();
+                // The server's watchdog removes the folder after the server has ended.
+                if let Some(watch) = dir_watch.take() {
+                    watch.keep_folder();
+                }
                 return pg;
             }
         }
@@ -88,25 +117,26 @@ impl Postgres {
     }
 
     fn launch(&mut self, settings: &[&str], user: Option<(u32, u32)>) -> bool {
-        let log = std::fs::File::create(self.dir.join("log")).unwrap();
-        let child = as_server_user(Command::new(self.bin.join("postgres")), user)
+        let mut program = Program::new(self.bin.join("postgres"))
+            .signal("QUIT")
+            .log(self.dir.join("log"))
+            .remove(&self.dir)
             .arg("-D")
             .arg(self.dir.join("data"))
             .args(["-p", &self.port.to_string(), "-c", "listen_addresses=127.0.0.1"])
             .arg("-c")
             .arg(format!("unix_socket_directories={}", self.dir.display()))
             .args(["-c", "max_connections=300", "-c", "shared_buffers=64MB"])
-            .args(settings)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("postgres runs");
-        self.server = Some(child);
+            .args(settings);
+        if let Some((uid, gid)) = user {
+            program = program.user(uid, gid);
+        }
+        let watched = Watched::start(program);
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if let Some(Ok(Some(_))) = self.server.as_mut().map(|c| c.try_wait()) {
-                self.server = None; // exited: the port was taken
+            if has_exited(watched.pid()) {
+                // The port was taken: keep the folder for the next try.
+                watched.keep_folder();
                 return false;
             }
             let ready = Command::new(self.bin.join("pg_isready"))
@@ -114,44 +144,61 @@ impl Postgres {
                 .status()
                 .is_ok_and(|s| s.success());
             if ready {
+                self.server = Some(watched);
                 return true;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.stop();
+        watched.keep_folder();
         false
     }
 
-    /// A process that stops the server and removes its directory once this process is gone.
-    fn watch(&mut self) {
-        let script = format!(
-            "while kill -0 {me} 2>/dev/null; do sleep 1; done; kill -QUIT {pg} 2>/dev/null; sleep 1; rm -rf '{dir}'",
-            me = std::process::id(),
-            pg = self.server.as_ref().unwrap().id(),
-            dir = self.dir.display()
-        );
-        let watchdog = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("sh runs");
-        self.watchdog = Some(watchdog);
-    }
-
     /// The server's port.
+    ///
+    /// ```
+    /// let pg = leakgate_test_support::Postgres::start();
+    /// std::net::TcpStream::connect(("127.0.0.1", pg.port())).unwrap();
+    /// ```
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// The server's process id (the postmaster's; panics after [`stop`](Self::stop)).
+    ///
+    /// ```
+    /// let pg = leakgate_test_support::Postgres::start();
+    /// assert!(!leakgate_test_support::watchdog::has_exited(pg.pid()));
+    /// ```
+    pub fn pid(&self) -> nix::unistd::Pid {
+        self.server.as_ref().expect("running").pid()
+    }
+
+    /// Its folder (the cluster's data, its log and its socket; removed with it).
+    ///
+    /// ```
+    /// let pg = leakgate_test_support::Postgres::start();
+    /// assert!(pg.dir().join("data").is_dir());
+    /// ```
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// A URL for database `db`.
+    ///
+    /// ```
+    /// let pg = leakgate_test_support::Postgres::start();
+    /// assert!(pg.url("postgres").ends_with("/postgres"));
+    /// ```
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres:{PASSWORD}@127.0.0.1:{}/{db}", self.port)
     }
 
     /// Creates a new, empty database and answers its URL.
+    ///
+    /// ```
+    /// let pg = leakgate_test_support::Postgres::start();
+    /// assert_ne!(pg.database(), pg.database());
+    /// ```
     pub fn database(&self) -> String {
         let name = format!("t{}", self.made.fetch_add(1, Ordering::Relaxed));
         let out = Command::new(self.bin.join("createdb"))
@@ -163,19 +210,16 @@ impl Postgres {
         self.url(&name)
     }
 
-    /// Stops the server (fast shutdown), waiting for it to exit.
+    /// Stops the server and removes its folder, waiting for both (also done when dropped).
+    ///
+    /// ```
+    /// let mut pg = leakgate_test_support::Postgres::start();
+    /// pg.stop();
+    /// assert!(std::net::TcpStream::connect(("127.0.0.1", pg.port())).is_err());
+    /// ```
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.server.take() {
-            let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut watched) = self.server.take() {
+            watched.finish();
         }
     }
 }
@@ -183,16 +227,15 @@ impl Postgres {
 impl Drop for Postgres {
     fn drop(&mut self) {
         self.stop();
-        if let Some(mut watchdog) = self.watchdog.take() {
-            let _ = watchdog.kill();
-            let _ = watchdog.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 /// Where PostgreSQL's programs are: `LEAKGATE_PG_BIN`, then Debian's
-/// `/usr/lib/postgresql/<newest>/bin`, then the directory of `initdb` on the `PATH`.
+/// `/usr/lib/postgresql/<newest>/bin`, then the folder of `initdb` on the `PATH`.
+///
+/// ```
+/// assert!(leakgate_test_support::postgres::bin_dir().join("initdb").exists());
+/// ```
 pub fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("LEAKGATE_PG_BIN") {
         return dir.into();
@@ -218,24 +261,13 @@ pub fn bin_dir() -> PathBuf {
 
 /// `(uid, gid)` of the `postgres` user when running as root, else `None` (run as ourselves).
 fn server_user() -> Option<(u32, u32)> {
-    let me = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&me.stdout).trim() != "0" {
+    if !nix::unistd::Uid::effective().is_root() {
         return None;
     }
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    let line = passwd.lines().find(|l| l.starts_with("postgres:"))
-        .expect("running as root, the server needs the `postgres` user (Debian's postgresql package makes it)");
+    let line = passwd.lines().find(|l| l.starts_with("postgres:")).expect(
+        "running as root, the server needs the `postgres` user (Debian's postgresql package makes it)",
+    );
     let fields: Vec<&str> = line.split(':').collect();
     Some((fields[2].parse().ok()?, fields[3].parse().ok()?))
-}
-
-fn as_server_user(mut cmd: Command, user: Option<(u32, u32)>) -> Command {
-    if let Some((uid, gid)) = user {
-        cmd.uid(uid).gid(gid).env("HOME", "/tmp");
-    }
-    cmd
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

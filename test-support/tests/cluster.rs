@@ -1,0 +1,46 @@
+//! The Redis Cluster for tests: six real nodes make three masters with a replica each, a killed
+//! or paused master is replaced by its replica, and no node outlives the cluster.
+
+use leakgate_test_support::watchdog::has_exited;
+use leakgate_test_support::Cluster;
+
+#[test]
+fn six_nodes_make_three_masters_with_a_replica_each() {
+    let cluster = Cluster::start();
+    assert_eq!(cluster.masters().len(), 3);
+    for i in 0..6 {
+        let info = cluster.info(i);
+        assert!(info.contains("cluster_state:ok"), "node {i}: {info}");
+        assert!(info.contains("cluster_known_nodes:6"), "node {i}: {info}");
+        assert!(info.contains("cluster_slots_assigned:16384"), "node {i}: {info}");
+    }
+}
+
+#[test]
+fn a_killed_master_is_replaced_by_its_replica() {
+    let mut cluster = Cluster::start();
+    let master = cluster.masters()[0];
+    let pid = cluster.nodes()[master].pid();
+    cluster.node_mut(master).kill();
+    assert!(has_exited(pid));
+    cluster.wait_ok();
+    let masters = cluster.masters();
+    assert_eq!(masters.len(), 3, "{masters:?}");
+    assert!(!masters.contains(&master), "{masters:?}");
+}
+
+#[test]
+fn a_paused_master_is_replaced_and_every_node_stops_with_the_cluster() {
+    let mut cluster = Cluster::start();
+    let master = cluster.masters()[1];
+    cluster.node_mut(master).pause();
+    cluster.wait_ok();
+    assert!(!cluster.masters().contains(&master));
+    let pids: Vec<_> = cluster.nodes().iter().map(|n| n.pid()).collect();
+    let dirs: Vec<_> = cluster.nodes().iter().map(|n| n.dir().to_owned()).collect();
+    drop(cluster);
+    for (pid, dir) in pids.into_iter().zip(dirs) {
+        assert!(has_exited(pid), "node {pid} outlived its cluster");
+        assert!(!dir.exists(), "{dir:?} left behind");
+    }
+}
