@@ -18,7 +18,7 @@ use tungstenite::{Message, WebSocket};
 
 /// A browser with one tab open, attached to over DevTools.
 ///
-/// ```
+/// ```no_run
 /// let mut browser = leakgate_test_support::chromium::Chromium::open("about:blank");
 /// browser.wait_for("document.readyState === 'complete'");
 /// ```
@@ -49,7 +49,7 @@ impl Chromium {
     /// Starts a browser and opens `url` in a tab (panics, naming
     /// `scripts/ensure-serve-tools.sh`, when there is no browser).
     ///
-    /// ```
+    /// ```no_run
     /// let _ = leakgate_test_support::chromium::Chromium::open("about:blank");
     /// ```
     pub fn open(url: &str) -> Chromium {
@@ -133,7 +133,7 @@ impl Chromium {
 
     /// Evaluates `expression` in the page (awaiting a promise) and returns its value.
     ///
-    /// ```
+    /// ```no_run
     /// let mut browser = leakgate_test_support::chromium::Chromium::open("about:blank");
     /// assert_eq!(browser.eval("Promise.resolve('x')"), serde_json::json!("x"));
     /// ```
@@ -150,7 +150,7 @@ impl Chromium {
 
     /// Waits until `condition` (a JavaScript expression) is true in the page (20 s at most).
     ///
-    /// ```
+    /// ```no_run
     /// let mut browser = leakgate_test_support::chromium::Chromium::open("about:blank");
     /// browser.wait_for("document.body");
     /// ```
@@ -168,7 +168,7 @@ impl Chromium {
 
     /// A PNG of the page as it is.
     ///
-    /// ```
+    /// ```no_run
     /// let mut browser = leakgate_test_support::chromium::Chromium::open("about:blank");
     /// assert!(browser.screenshot().starts_with(b"\x89PNG"));
     /// ```

@@ -24,7 +24,7 @@ const NODE_TIMEOUT_MS: &str = "1000";
 
 /// Six nodes of a Redis Cluster: three masters, three replicas.
 ///
-/// ```
+/// ```no_run
 /// let cluster = leakgate_test_support::Cluster::start();
 /// assert!(cluster.info(0).contains("cluster_state:ok"));
 /// ```
@@ -37,7 +37,7 @@ impl Cluster {
     /// Starts six nodes, makes them a cluster, and waits (30 s at most) until every node says
     /// `cluster_state:ok` (panics, naming `scripts/ensure-redis.sh`, when it cannot).
     ///
-    /// ```
+    /// ```no_run
     /// let cluster = leakgate_test_support::Cluster::start();
     /// assert_eq!(cluster.nodes().len(), 6);
     /// ```
@@ -75,7 +75,7 @@ impl Cluster {
 
     /// The nodes, in the order they were started (the first three the first masters).
     ///
-    /// ```
+    /// ```no_run
     /// let cluster = leakgate_test_support::Cluster::start();
     /// assert!(cluster.nodes().iter().all(|n| n.port() > 0));
     /// ```
@@ -85,7 +85,7 @@ impl Cluster {
 
     /// Node `i`, to kill, pause, resume or restart.
     ///
-    /// ```
+    /// ```no_run
     /// let mut cluster = leakgate_test_support::Cluster::start();
     /// cluster.node_mut(5).kill(); // a replica: the cluster stays whole
     /// ```
@@ -95,7 +95,7 @@ impl Cluster {
 
     /// Every node's URL (`redis://127.0.0.1:PORT/`), to seed a cluster client with.
     ///
-    /// ```
+    /// ```no_run
     /// let cluster = leakgate_test_support::Cluster::start();
     /// assert!(cluster.seeds()[0].starts_with("redis://127.0.0.1:"));
     /// ```
@@ -106,7 +106,7 @@ impl Cluster {
     /// The indexes of the nodes that are masters now, by their own `ROLE` (a node that does
     /// not answer is left out).
     ///
-    /// ```
+    /// ```no_run
     /// let cluster = leakgate_test_support::Cluster::start();
     /// assert_eq!(cluster.masters(), vec![0, 1, 2]);
     /// ```
@@ -120,7 +120,7 @@ impl Cluster {
 
     /// Node `i`'s `CLUSTER INFO` (empty when it does not answer within a second).
     ///
-    /// ```
+    /// ```no_run
     /// let cluster = leakgate_test_support::Cluster::start();
     /// assert!(cluster.info(3).contains("cluster_known_nodes:6"));
     /// ```
@@ -133,7 +133,7 @@ impl Cluster {
     /// link to its master up (a replica that never synced would not take over): after a master
     /// was killed, until a replica has taken its place.
     ///
-    /// ```
+    /// ```no_run
     /// let mut cluster = leakgate_test_support::Cluster::start();
     /// cluster.node_mut(0).kill();
     /// cluster.wait_ok();

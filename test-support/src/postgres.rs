@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 
 /// The superuser's password on test servers.
 ///
-/// ```
+/// ```no_run
 /// assert!(!leakgate_test_support::postgres::PASSWORD.is_empty());
 /// ```
 pub const PASSWORD: &str = "leakgate-test";
 
 /// A running server; stopped, and its folder removed, when dropped.
 ///
-/// ```
+/// ```no_run
 /// let pg = leakgate_test_support::Postgres::start();
 /// assert!(pg.port() > 0);
 /// ```
@@ -46,7 +46,7 @@ pub struct Postgres {
 impl Postgres {
     /// Starts a server for tests: durability off (`fsync = off`), which changes no answer.
     ///
-    /// ```
+    /// ```no_run
     /// let _pg = leakgate_test_support::Postgres::start();
     /// ```
     pub fn start() -> Postgres {
@@ -62,7 +62,7 @@ impl Postgres {
 
     /// Starts a server with PostgreSQL's defaults (durable commits), for benchmarks.
     ///
-    /// ```
+    /// ```no_run
     /// let _pg = leakgate_test_support::Postgres::start_durable();
     /// ```
     pub fn start_durable() -> Postgres {
@@ -155,7 +155,7 @@ impl Postgres {
 
     /// The server's port.
     ///
-    /// ```
+    /// ```no_run
     /// let pg = leakgate_test_support::Postgres::start();
     /// std::net::TcpStream::connect(("127.0.0.1", pg.port())).unwrap();
     /// ```
@@ -165,7 +165,7 @@ impl Postgres {
 
     /// The server's process id (the postmaster's; panics after [`stop`](Self::stop)).
     ///
-    /// ```
+    /// ```no_run
     /// let pg = leakgate_test_support::Postgres::start();
     /// assert!(!leakgate_test_support::watchdog::has_exited(pg.pid()));
     /// ```
@@ -175,7 +175,7 @@ impl Postgres {
 
     /// Its folder (the cluster's data, its log and its socket; removed with it).
     ///
-    /// ```
+    /// ```no_run
     /// let pg = leakgate_test_support::Postgres::start();
     /// assert!(pg.dir().join("data").is_dir());
     /// ```
@@ -185,7 +185,7 @@ impl Postgres {
 
     /// A URL for database `db`.
     ///
-    /// ```
+    /// ```no_run
     /// let pg = leakgate_test_support::Postgres::start();
     /// assert!(pg.url("postgres").ends_with("/postgres"));
     /// ```
@@ -195,7 +195,7 @@ impl Postgres {
 
     /// Creates a new, empty database and answers its URL.
     ///
-    /// ```
+    /// ```no_run
     /// let pg = leakgate_test_support::Postgres::start();
     /// assert_ne!(pg.database(), pg.database());
     /// ```
@@ -212,7 +212,7 @@ impl Postgres {
 
     /// Stops the server and removes its folder, waiting for both (also done when dropped).
     ///
-    /// ```
+    /// ```no_run
     /// let mut pg = leakgate_test_support::Postgres::start();
     /// pg.stop();
     /// assert!(std::net::TcpStream::connect(("127.0.0.1", pg.port())).is_err());
@@ -233,7 +233,7 @@ impl Drop for Postgres {
 /// Where PostgreSQL's programs are: `LEAKGATE_PG_BIN`, then Debian's
 /// `/usr/lib/postgresql/<newest>/bin`, then the folder of `initdb` on the `PATH`.
 ///
-/// ```
+/// ```no_run
 /// assert!(leakgate_test_support::postgres::bin_dir().join("initdb").exists());
 /// ```
 pub fn bin_dir() -> PathBuf {
