@@ -1,7 +1,7 @@
 //! Reading a rules file: leakgate's TOML, or envoyproxy/ratelimit's YAML (by the file's
 //! extension, `.yaml` or `.yml`).
 
-use crate::replaces::Replaces;
+use crate::rules::replaces::Replaces;
 use leakgate::Rules;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -95,7 +95,8 @@ impl LoadedRules {
     /// # Ok::<(), leakgate_serve::RulesError>(())
     /// ```
     pub fn from_envoy_yaml(text: &str) -> Result<LoadedRules, RulesError> {
-        crate::envoy_yaml::translate(text).map_err(|message| RulesError { path: None, message })
+        crate::rules::envoy_yaml::translate(text)
+            .map_err(|message| RulesError { path: None, message })
     }
 
     /// Rules from `text` in `format`.
