@@ -250,29 +250,15 @@ impl<C: Clock + 'static> RuleLimiter<C> {
                     }
                     len
                 };
-                let pass = (moved_is_final, thread);
+                let (pass, clock) = ((moved_is_final, thread), &*self.clock);
                 let step = if keys.len() <= all_or_nothing::INLINE {
                     let mut rules = [(0, 0); all_or_nothing::INLINE];
                     let len = resolve(&mut rules);
-                    all_or_nothing::decide(
-                        &*self.clock,
-                        generation,
-                        keys,
-                        &mut rules[..len],
-                        n,
-                        pass,
-                    )
+                    all_or_nothing::decide(clock, generation, keys, &mut rules[..len], n, pass)
                 } else {
                     let mut rules = vec![(0, 0); keys.len()];
                     let len = resolve(&mut rules);
-                    all_or_nothing::decide(
-                        &*self.clock,
-                        generation,
-                        keys,
-                        &mut rules[..len],
-                        n,
-                        pass,
-                    )
+                    all_or_nothing::decide(clock, generation, keys, &mut rules[..len], n, pass)
                 };
                 match step {
                     Step::Decided(figures) => Ok(figures),
