@@ -58,7 +58,8 @@ mod tat;
 
 pub use config::{Config, ServeError};
 pub use listen::raise_open_files_limit;
-pub use rules::file::{LoadedRules, RulesError, RulesFormat};
+pub use rules::file::{RulesError, RulesFormat};
+pub use rules::LoadedRules;
 pub use server::{start, start_with_clock, Running, Signals};
 
 /// The README's examples, compiled as doctests.

@@ -8,8 +8,9 @@
 //! from where, the file's length and hash).
 
 use crate::limits::Limits;
-use crate::rules::file::{LoadedRules, RulesError, RulesFormat};
+use crate::rules::file::{RulesError, RulesFormat};
 use crate::rules::settle::{Fingerprint, Verdict};
+use crate::rules::LoadedRules;
 use leakgate::Clock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
