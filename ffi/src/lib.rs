@@ -125,7 +125,8 @@ pub use limiter::{
     lg_limiter_check, lg_limiter_check_at, lg_limiter_check_n, lg_limiter_check_n_at,
     lg_limiter_free, lg_limiter_new, LgLimiter,
 };
-pub use quota::{lg_quota_bytes, lg_quota_new, lg_quota_parse, LgQuota, LG_NUL_TERMINATED};
+pub use quota::{lg_quota_bytes, lg_quota_new, lg_quota_parse, LgQuota};
+pub use raw::LG_NUL_TERMINATED;
 pub use report::{LgReport, LG_NEVER};
 pub use srtcm::{
     lg_srtcm_color_aware, lg_srtcm_color_aware_at, lg_srtcm_color_blind, lg_srtcm_color_blind_at,

@@ -7,10 +7,6 @@ use leakgate::Quota;
 use std::ffi::c_char;
 use std::time::Duration;
 
-/// The length of a text that ends with a NUL byte (`SIZE_MAX`): pass it as `len` to read up to
-/// the NUL.
-pub const LG_NUL_TERMINATED: usize = usize::MAX;
-
 /// A quota: `count` units per `period_ns` nanoseconds, at most `burst` units at once; units are
 /// bytes when `bytes` is 1 (a byte quota: a packet of `L` bytes costs `L`), anything else when 0.
 ///

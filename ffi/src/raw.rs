@@ -22,9 +22,12 @@
 //! (the crate denies `unsafe_code` everywhere but here).
 #![allow(unsafe_code)]
 
-use crate::quota::LG_NUL_TERMINATED;
 use crate::status::Error;
 use std::ffi::{c_char, CStr};
+
+/// The length of a text that ends with a NUL byte (`SIZE_MAX`): pass it as `len` to read up to
+/// the NUL.
+pub const LG_NUL_TERMINATED: usize = usize::MAX;
 
 /// A shared reference to the handle `p` points to.
 ///

@@ -227,13 +227,13 @@ mod limiter;
 mod manual_clock;
 mod meter;
 mod parse_message;
+#[cfg(feature = "std")]
+mod queue;
 mod quota;
 mod quota_bytes;
 mod quota_decimal;
 mod quota_parse;
 mod rate_cell;
-#[cfg(feature = "std")]
-mod reserve;
 #[cfg(feature = "std")]
 mod rules;
 mod sync;
@@ -254,9 +254,9 @@ pub use meter::{Color, MeterError, SrTcm, TrTcm};
 #[cfg(feature = "std")]
 pub use meter::{KeyedSrTcm, KeyedTrTcm};
 pub use parse_message::ParseMessage;
-pub use quota::{Quota, QuotaError, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND};
 #[cfg(feature = "std")]
-pub use reserve::{Reservation, WaitPolicy};
+pub use queue::{Reservation, WaitPolicy};
+pub use quota::{Quota, QuotaError, MAX_BYTE_RATE_PER_SECOND, MAX_RATE_PER_SECOND};
 #[cfg(feature = "std")]
 #[doc(hidden)]
 pub use rules::BenchCounters;

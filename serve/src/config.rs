@@ -1,6 +1,6 @@
 //! [`Config`]: what a service serves, and [`ServeError`]: why it could not start.
 
-use crate::rules_file::RulesError;
+use crate::rules::file::RulesError;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -46,23 +46,20 @@ mod cell;
 mod checks;
 mod config;
 mod costs;
-mod envoy_yaml;
 mod grpc;
 mod http;
 mod limits;
 mod listen;
 mod metrics;
-mod reload;
-mod replaces;
 mod resp;
-mod rules_file;
+mod rules;
 mod server;
-mod settle;
 mod tat;
 
 pub use config::{Config, ServeError};
 pub use listen::raise_open_files_limit;
-pub use rules_file::{LoadedRules, RulesError, RulesFormat};
+pub use rules::file::{RulesError, RulesFormat};
+pub use rules::LoadedRules;
 pub use server::{start, start_with_clock, Running, Signals};
 
 /// The README's examples, compiled as doctests.

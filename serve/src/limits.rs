@@ -13,9 +13,9 @@
 use crate::backend::{Backend, Checked};
 use crate::cell::CellStore;
 use crate::metrics::Metrics;
-use crate::replaces::Replaces;
-use crate::rules_file::LoadedRules;
-use crate::settle::Settle;
+use crate::rules::replaces::Replaces;
+use crate::rules::settle::Settle;
+use crate::rules::LoadedRules;
 use crate::tat::{Budget, Table};
 use arc_swap::ArcSwap;
 use leakgate::{Clock, Quota, Rule, Rules};

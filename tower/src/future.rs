@@ -2,7 +2,7 @@
 //! layer's own refusal, or a queued request's wait followed by either.
 
 use crate::body::RefusalBody;
-use crate::service::add_fields;
+use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 use bytes::Bytes;
 use http::{HeaderValue, Response};
 use pin_project_lite::pin_project;
@@ -101,4 +101,12 @@ where
             }
         }
     }
+}
+
+/// Adds the `RateLimit` fields to a response that passed through.
+fn add_fields<B>(response: &mut Response<B>, fields: Fields) {
+    let headers = response.headers_mut();
+    // Appended, not inserted: an inner layer's items stay (the fields are lists).
+    headers.append(RATELIMIT_POLICY, fields.policy);
+    headers.append(RATELIMIT, fields.limit);
 }

@@ -5,7 +5,6 @@ use crate::config::{RateLimitHeaders, Shared};
 use crate::counters::Event;
 use crate::future::{Fields, ResponseFuture};
 use crate::gate::{Announce, Checked, Level, Queued, Wait, Waited};
-use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 use crate::key::{KeyError, KeyErrorKind};
 use crate::refusal;
 use bytes::Bytes;
@@ -128,7 +127,7 @@ where
                             remaining: denied.remaining(),
                             reset_after: denied.reset_after(),
                         };
-                        let policy = announce.policy(&shared.config);
+                        let policy = announce.policy(shared.config.policy.as_ref());
                         let response = refusal::too_many_requests(
                             &shared.config,
                             &parts,
@@ -177,7 +176,7 @@ fn admitted_fields(
     if shared.config.headers != RateLimitHeaders::Always {
         return None;
     }
-    let policy = announce.policy(&shared.config)?;
+    let policy = announce.policy(shared.config.policy.as_ref())?;
     let level = level();
     Some(Fields {
         policy: policy.field(),
@@ -213,12 +212,4 @@ where
             Err(refusal::too_many_requests(&shared.config, &parts, policy, level, retry_after))
         }
     }
-}
-
-/// Adds the `RateLimit` fields to a response that passed through.
-pub(crate) fn add_fields<B>(response: &mut Response<B>, fields: Fields) {
-    let headers = response.headers_mut();
-    // Appended, not inserted: an inner layer's items stay (the fields are lists).
-    headers.append(RATELIMIT_POLICY, fields.policy);
-    headers.append(RATELIMIT, fields.limit);
 }

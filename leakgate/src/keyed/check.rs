@@ -1,8 +1,8 @@
 //! A keyed check: find the key's slot (inserting the key if it is new), then run the GCRA step on
 //! the slot's state word; or, for a key with no slot, the overflow policy.
 
-use super::insert::Arrival;
-use super::requota::{Changed, Conversion};
+use super::request::{Arrival, Ask, Changed, FirstState};
+use super::requota::Conversion;
 use super::slot::{Found, Tat};
 use super::{millis, KeyedLimiter};
 use crate::bucket;
@@ -400,52 +400,6 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let scale = rate.scale();
         let full = now.saturating_add(scale.tau());
         Err(Declined { tat: full, now, wait: Some(scale.interval()), scale, changed: false })
-    }
-}
-
-/// A request of a key's bucket, as [`KeyedLimiter::take`] takes it.
-#[derive(Clone, Copy)]
-pub(crate) struct Ask<'s> {
-    /// The clock in the rate's units, and the reading it came from.
-    pub(crate) now: u64,
-    pub(crate) now_ns: u64,
-    /// The cost.
-    pub(crate) n: u64,
-    /// Units the request may wait past its boundary: 0 for a meter (see [`bucket::take`]).
-    pub(crate) max_wait: u64,
-    /// Whether a key with no room is served by the shared overflow bucket, if there is one
-    /// (meters only: the shared bucket keeps no places).
-    pub(crate) shared_overflow: bool,
-    /// The epoch of the limiter's rate `now` and `max_wait` are counted in, and that rate.
-    pub(crate) epoch: u64,
-    pub(crate) rate: &'s Rate,
-    /// The first state of the key's bucket if it must be given a slot (see [`FirstState`]).
-    /// Called under the key's home lock, only when a slot is being given to the key (possibly
-    /// with that slot sealed), and again for each slot given to it within one take (after the
-    /// first was lost to another key): it must answer the same each time. Plain keyed limiters
-    /// give [`FirstState::EMPTY`].
-    pub(crate) start: &'s dyn Fn() -> FirstState,
-}
-
-/// What a taker asks of a new bucket's first state: it opens at the larger of `at_least` and
-/// where the table opens a bucket in that slot (the table's idle mark, and above anything the
-/// slot held before), with `level` units on top. A level handed over from other rules is put on
-/// top, not folded into `at_least`, so that giving back part of it never takes the state below
-/// where the table would have opened it (see `bucket/give_back.rs` and `group.rs`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct FirstState {
-    pub(crate) at_least: u64,
-    pub(crate) level: u64,
-}
-
-impl FirstState {
-    /// An empty bucket, opened wherever the table opens one.
-    pub(crate) const EMPTY: FirstState = FirstState { at_least: 0, level: 0 };
-
-    /// The state a bucket opens at, given where the table would open it (`floor`); below
-    /// `ceiling` (the highest state the slot may hold).
-    pub(crate) fn open(self, floor: u64, ceiling: u64) -> u64 {
-        floor.max(self.at_least).saturating_add(self.level).min(ceiling)
     }
 }
 

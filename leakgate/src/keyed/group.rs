@@ -68,7 +68,7 @@ pub(crate) struct Group<K> {
 
 /// A group's second line: its keys, then what only cold paths read.
 pub(super) struct KeyLine<K> {
-    pub(super) block: KeyBlock<K>,
+    pub(super) block: KeyBlock<Keys<K>>,
     /// For keys whose window starts at this group: 1 + the furthest probe position (in groups
     /// from the window's start) at which one was ever given a slot past its window, or 0 if none.
     /// Only grows; written under the lock of this group's shard.
@@ -92,7 +92,7 @@ pub(crate) struct Side<'p, K> {
     /// key. Slots are used in order and never emptied. Tags only filter: a match is confirmed by
     /// comparing the real key.
     pub(crate) tags: &'p AtomicU32,
-    pub(crate) spare: &'p SpareBlock<K>,
+    pub(crate) spare: &'p SpareBlock<Keys<K>>,
     pub(crate) index: usize,
 }
 
@@ -172,7 +172,7 @@ impl<K> Group<K> {
 
     /// The group's keys, as the protocol of [`super::key_blocks`] sees them.
     #[inline(always)]
-    fn key_blocks<'g>(&'g self, side: &Side<'g, K>) -> KeyBlocks<'g, K> {
+    fn key_blocks<'g>(&'g self, side: &Side<'g, K>) -> KeyBlocks<'g, Keys<K>> {
         KeyBlocks {
             version: &self.version,
             tags: side.tags,

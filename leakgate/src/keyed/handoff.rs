@@ -2,8 +2,8 @@
 //! and giving it back, placing a key at a state chosen as it gets its slot, sealing a key's
 //! bucket once its state was handed over, and a barrier that waits for the inserts in progress.
 
-use super::check::{FirstState, Taken};
-use super::insert::Arrival;
+use super::check::Taken;
+use super::request::{Arrival, FirstState};
 use super::requota::Conversion;
 use super::slot::{Found, Tat};
 use super::KeyedLimiter;

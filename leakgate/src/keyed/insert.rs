@@ -16,39 +16,13 @@
 //! share one probe sequence: the table still holds its capacity, but a lookup or insert of such a
 //! key walks that sequence, up to every group of the table (a scan of `capacity / 4` lines).
 
-use super::check::FirstState;
-use super::group::{tag_of, Group, NewKey, Side, SEALED, SLOTS};
-use super::requota::Changed;
+use super::group::{tag_of, Group, NewKey, SEALED, SLOTS};
+use super::request::{Arrival, Changed, EpochOf};
 use super::slot::Found;
 use super::table::Table;
-use crate::gcra::Rate;
 use crate::sync::{self, Ordering};
 use std::borrow::Borrow;
 use std::hash::Hash;
-
-/// A key that needs a slot, and when.
-pub(crate) struct Arrival<'q, Q: ?Sized, K> {
-    pub(crate) key: &'q Q,
-    pub(crate) hash: u64,
-    /// The clock, and the clock in units of `rate`: what idleness is judged against.
-    pub(crate) now_ns: u64,
-    pub(crate) now: u64,
-    /// The rate the insert decides in, the limiter's rate in force.
-    pub(crate) rate: &'q Rate,
-    /// The least first state of the key's bucket (see [`Ask::start`](super::Ask)).
-    pub(crate) start: &'q dyn Fn() -> FirstState,
-    /// Keeps the groups the insert works on in `rate`'s units (see `requota.rs`).
-    pub(crate) epoch: &'q dyn EpochOf<K>,
-}
-
-/// The insert's side of a change of quota (`requota.rs`).
-pub(crate) trait EpochOf<K> {
-    /// Whether the insert's rate is still the limiter's rate in force (checked under its lock).
-    fn current(&self) -> bool;
-    /// Converts a group the insert is about to work on (under its shard's lock) to the insert's
-    /// rate, if its states are still in the rate before.
-    fn convert(&self, group: &Group<K>, side: &Side<'_, K>);
-}
 
 /// What an insert attempt under the home lock ends with.
 enum Step<'t, K> {

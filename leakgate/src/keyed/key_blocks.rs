@@ -48,7 +48,6 @@
 //! wait only for lookups that hold a read lock, a few key comparisons each; only inserts, which
 //! hold the shard lock, ever wait.
 
-use super::group::Keys;
 use crate::sync::{AtomicU32, Ordering, RwLock, RwLockReadGuard};
 use std::sync::TryLockError;
 
@@ -74,9 +73,11 @@ fn write<T>(lock: &RwLock<Option<T>>, value: T) -> Option<T> {
 }
 
 /// A group's main copy of its keys (`None` before the group's first key), read and written whole.
-pub(crate) struct KeyBlock<K>(RwLock<Option<Keys<K>>>);
+/// `T` is what a block holds, a group's `Keys` (generic so that this protocol needs nothing of
+/// `group.rs`).
+pub(crate) struct KeyBlock<T>(RwLock<Option<T>>);
 
-impl<K> KeyBlock<K> {
+impl<T> KeyBlock<T> {
     pub(crate) fn new() -> Self {
         KeyBlock(RwLock::new(None))
     }
@@ -87,7 +88,7 @@ impl<K> KeyBlock<K> {
     /// (a closure taking its arguments by reference stored them on the stack just before the
     /// lock's atomic instruction, which waits for those stores).
     #[inline(always)]
-    pub(crate) fn try_lock(&self) -> Result<RwLockReadGuard<'_, Option<Keys<K>>>, ()> {
+    pub(crate) fn try_lock(&self) -> Result<RwLockReadGuard<'_, Option<T>>, ()> {
         match self.0.try_read() {
             Ok(keys) => Ok(keys),
             // See `try_read`.
@@ -98,9 +99,9 @@ impl<K> KeyBlock<K> {
 
     /// The keys, cloned, for a writer that holds the shard lock of the block's group (so the
     /// version is even and no block is being written: the read succeeds at once).
-    pub(crate) fn current_locked(&self) -> Option<Keys<K>>
+    pub(crate) fn current_locked(&self) -> Option<T>
     where
-        K: Clone,
+        T: Clone,
     {
         try_read(&self.0, |keys| keys.clone()).ok().flatten()
     }
@@ -108,34 +109,30 @@ impl<K> KeyBlock<K> {
 
 /// A page's spare copy of the keys of the group it last published, with that group's index in
 /// the page (see the module docs).
-pub(crate) struct SpareBlock<K>(RwLock<Option<(usize, Keys<K>)>>);
+pub(crate) struct SpareBlock<T>(RwLock<Option<(usize, T)>>);
 
-impl<K> SpareBlock<K> {
+impl<T> SpareBlock<T> {
     pub(crate) fn new() -> Self {
         SpareBlock(RwLock::new(None))
     }
 }
 
 /// A group's version, tags and two blocks of keys, as one protocol (see the module docs).
-pub(crate) struct KeyBlocks<'g, K> {
+pub(crate) struct KeyBlocks<'g, T> {
     pub(crate) version: &'g AtomicU32,
     pub(crate) tags: &'g AtomicU32,
-    pub(crate) main: &'g KeyBlock<K>,
-    pub(crate) spare: &'g SpareBlock<K>,
+    pub(crate) main: &'g KeyBlock<T>,
+    pub(crate) spare: &'g SpareBlock<T>,
     /// The group's index in its page: whose keys the spare block must hold to be read.
     pub(crate) index: usize,
 }
 
-impl<K> KeyBlocks<'_, K> {
+impl<T> KeyBlocks<'_, T> {
     /// Runs `f` on the keys current at `version` (a value the group's version held, read with
     /// `Acquire`), without waiting: `Err(())` when that version is out of date (its block is being
     /// rewritten, or the spare block has moved on to another group): read the version again.
     #[inline(always)]
-    pub(crate) fn read<R>(
-        &self,
-        version: u32,
-        f: impl FnOnce(Option<&Keys<K>>) -> R,
-    ) -> Result<R, ()> {
+    pub(crate) fn read<R>(&self, version: u32, f: impl FnOnce(Option<&T>) -> R) -> Result<R, ()> {
         if version & 1 == 0 {
             try_read(&self.main.0, |keys| f(keys.as_ref()))
         } else {
@@ -146,7 +143,7 @@ impl<K> KeyBlocks<'_, K> {
     /// [`KeyBlocks::read`] under an odd version: rare, kept out of the lookup path.
     #[cold]
     #[inline(never)]
-    pub(crate) fn read_spare<R>(&self, f: impl FnOnce(Option<&Keys<K>>) -> R) -> Result<R, ()> {
+    pub(crate) fn read_spare<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> Result<R, ()> {
         try_read(&self.spare.0, |spare| match spare {
             Some((index, keys)) if *index == self.index => Ok(f(Some(keys))),
             _ => Err(()),
@@ -155,9 +152,9 @@ impl<K> KeyBlocks<'_, K> {
 
     /// Publishes `keys` with the group's new `tags` (under the shard lock): returns the version a
     /// lookup that sees them reads, and the keys displaced, to drop last.
-    pub(crate) fn publish(&self, keys: Keys<K>, tags: u32) -> (u32, [Option<Keys<K>>; 2])
+    pub(crate) fn publish(&self, keys: T, tags: u32) -> (u32, [Option<T>; 2])
     where
-        K: Clone,
+        T: Clone,
     {
         // Relaxed: only lock holders write the version, and the lock orders them.
         let even = self.version.load(Ordering::Relaxed);

@@ -4,7 +4,7 @@
 
 use super::group::tag_of;
 use super::slot::Found;
-use super::table::Table;
+use super::table::{second_start, start, Table};
 use crate::sync::Ordering;
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -107,19 +107,4 @@ impl<K: Hash + Eq + Clone> Table<K> {
         }
         None
     }
-}
-
-/// The first start group of `hash` in its home shard (before masking): bits 16 and up. The home
-/// shard takes the low bits, and the tag the top 8 (`tag_of`).
-#[inline(always)]
-pub(super) fn start(hash: u64) -> usize {
-    (hash >> 16) as usize
-}
-
-/// The second start group of `hash` (before masking): bits 6 to 15, then bits 38 to 55, none of
-/// which pick the home shard, the tag, or (up to 2^22 groups a shard, the largest table) the
-/// first start group.
-#[inline(always)]
-pub(super) fn second_start(hash: u64) -> usize {
-    ((hash >> 6) & 0x3ff | (hash >> 38 & 0x3_ffff) << 10) as usize
 }

@@ -13,6 +13,7 @@ mod lookup;
 mod model_hooks;
 mod overflow;
 mod page;
+mod request;
 mod requota;
 mod reuse;
 mod slot;
@@ -20,10 +21,10 @@ mod snapshot;
 mod table;
 
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
-pub(crate) use check::{Ask, FirstState};
 pub(crate) use handoff::Charged;
 pub(crate) use hasher::{head, RandomSeed};
 pub use overflow::OverflowPolicy;
+pub(crate) use request::{Ask, FirstState};
 pub use snapshot::KeyState;
 
 use crate::clock::{Clock, TscClock};

@@ -7,7 +7,7 @@
 //! reach, never more than its capacity, and an allocation that fails is a page a key cannot use
 //! (like a full one), not an abort.
 
-use super::group::{Group, Side};
+use super::group::{Group, Keys, Side};
 use super::key_blocks::SpareBlock;
 use crate::sync::{AtomicU32, SetOnce};
 
@@ -18,7 +18,7 @@ pub(crate) struct Page<K> {
     tags: Box<[AtomicU32]>,
     /// Boxed: read only while a group's keys change, and a page not yet allocated takes its
     /// place in the table's list of pages (2^16 entries at most) at the size of a `Page`.
-    spare: Box<SpareBlock<K>>,
+    spare: Box<SpareBlock<Keys<K>>>,
     /// The table-wide index of the page's first group.
     first: usize,
 }

@@ -28,7 +28,7 @@
 //! publish its rate, so an insert runs wholly before or wholly after it.
 
 use super::group::{Group, Side, SEALED, SLOTS};
-use super::insert::EpochOf;
+use super::request::EpochOf;
 use super::table::ChangedAt;
 use super::KeyedLimiter;
 use crate::clock::Clock;
@@ -43,10 +43,6 @@ use std::hash::Hash;
 /// leaves (a later one, only a thread descheduled between reading the clock and the epoch, is
 /// reopened just above what it left, `Group::convert`). A millisecond.
 const LATE_NS: u64 = 1_000_000;
-
-/// The quota changed since the caller read its rate: read it again.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Changed;
 
 impl<K> Group<K> {
     /// Converts the group's states from `from` to `to`, epoch `epoch` (see the module docs), as

@@ -37,7 +37,6 @@
 
 use super::group::{Group, Side, SLOTS};
 use super::hasher::RandomSeed;
-use super::lookup::{second_start, start};
 use super::page::{LazyPage, Page};
 use super::slot::Found;
 use crate::sync::{self, AtomicU64, Mutex, Ordering};
@@ -260,7 +259,7 @@ impl<K> Table<K> {
     }
 
     /// Converts group `gi` with `conversion` (see `requota.rs`), under its shard's lock.
-    pub(crate) fn convert_group(&self, gi: usize, conversion: &impl super::insert::EpochOf<K>) {
+    pub(crate) fn convert_group(&self, gi: usize, conversion: &impl super::request::EpochOf<K>) {
         if let Some(at) = self.at(gi) {
             conversion.convert(at.line(), &at.side());
         }
@@ -360,4 +359,19 @@ impl<'t, K> At<'t, K> {
     pub(super) fn found(self, slot: usize, version: u32) -> Found<'t, K> {
         Found::new(self.page, self.index, slot, version)
     }
+}
+
+/// The first start group of `hash` in its home shard (before masking): bits 16 and up. The home
+/// shard takes the low bits, and the tag the top 8 (`tag_of`).
+#[inline(always)]
+pub(super) fn start(hash: u64) -> usize {
+    (hash >> 16) as usize
+}
+
+/// The second start group of `hash` (before masking): bits 6 to 15, then bits 38 to 55, none of
+/// which pick the home shard, the tag, or (up to 2^22 groups a shard, the largest table) the
+/// first start group.
+#[inline(always)]
+pub(super) fn second_start(hash: u64) -> usize {
+    ((hash >> 6) & 0x3ff | (hash >> 38 & 0x3_ffff) << 10) as usize
 }

@@ -27,8 +27,8 @@
 
 use super::sr_decide::{self, SrWords};
 use super::srtcm::SrTcm;
+use super::ticks::{SrRates, Ticks};
 use super::trtcm::{self, TrTcm};
-use super::words::{SrRates, Ticks};
 use super::Color;
 use crate::bucket::{self, Word};
 use crate::clock::Clock;

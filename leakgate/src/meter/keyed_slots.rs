@@ -28,7 +28,7 @@ where
 }
 
 /// The latest reading at or before `now_ns` that `rate`'s own conversion (`Rate::units_at`,
-/// which may count a tick early: see [`Ticks`](super::words::Ticks)) turns into no more than
+/// which may count a tick early: see [`Ticks`](super::ticks::Ticks)) turns into no more than
 /// `ticks`, the decision's exact time: for the table's calls that convert a reading themselves
 /// (giving a charge back, giving a flow a slot), so that they never take the decision for a
 /// later one. A binary search on the monotone conversion; only on those cold paths.

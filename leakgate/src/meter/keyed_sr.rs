@@ -23,7 +23,7 @@
 
 use super::keyed_slots::{state, table_ns};
 use super::sr_decide::{self, SrWords};
-use super::words::{committed_quota, SrRates};
+use super::ticks::{committed_quota, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
 use crate::clock::{Clock, TscClock};

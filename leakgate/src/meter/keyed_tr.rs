@@ -7,8 +7,8 @@
 //! (no room for `P`: red; no room for `C`: at best yellow).
 
 use super::keyed_slots::table_ns;
+use super::ticks::Ticks;
 use super::trtcm::{decide, validate};
-use super::words::Ticks;
 use super::{Color, MeterError};
 use crate::clock::{Clock, TscClock};
 use crate::keyed::{Ask, FirstState, KeyedLimiter, DEFAULT_CAPACITY};

@@ -83,8 +83,8 @@ mod keyed_sr;
 mod keyed_tr;
 mod sr_decide;
 mod srtcm;
+mod ticks;
 mod trtcm;
-mod words;
 
 #[cfg(feature = "std")]
 pub use keyed_sr::KeyedSrTcm;

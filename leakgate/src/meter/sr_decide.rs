@@ -5,7 +5,7 @@
 //! [`SrTcm`]: super::SrTcm
 //! [`KeyedSrTcm`]: super::KeyedSrTcm
 
-use super::words::SrRates;
+use super::ticks::SrRates;
 use super::Color;
 use crate::sync::{fence, Ordering};
 

@@ -3,7 +3,7 @@
 //! for why it is exact and all or nothing).
 
 use super::sr_decide::{aware, blind, SrWords};
-use super::words::{committed_quota, MeterWord, SrRates};
+use super::ticks::{committed_quota, MeterWord, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
 use crate::clock::Clock;

@@ -1,7 +1,7 @@
 //! [`TrTcm`]: RFC 2698's two-rate three-colour marker on two GCRA words, and the decision both
 //! it and [`KeyedTrTcm`](super::KeyedTrTcm) make.
 
-use super::words::{ticks, MeterWord, Ticks};
+use super::ticks::{ticks, MeterWord, Ticks};
 use super::{Color, MeterError};
 use crate::bucket;
 use crate::clock::Clock;

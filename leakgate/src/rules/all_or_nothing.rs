@@ -24,10 +24,8 @@
 //! made), and the decision leaves as plain words too: copied through the layers as structs of
 //! mixed-width fields, they cost store-forwarding stalls measured at a third of the check.
 
-use super::check::first_state;
 use super::counters::Count;
-use super::generation::{Generation, Table, MOVED};
-use super::RuleLimiter;
+use super::generation::{first_state, Generation, Table, MOVED};
 use crate::clock::Clock;
 use crate::keyed::{Ask, Charged as Where, FirstState};
 use std::cell::Cell;
@@ -116,9 +114,10 @@ impl Mark {
 }
 
 /// Decides a request of cost `n` for `keys`, each with its rule's number in `rules` (keys with no
-/// rule left out), on `generation`; `thread` is this thread's counter index.
+/// rule left out), on `generation`, reading the time from `clock` (the limiter's); `thread` is
+/// this thread's counter index.
 pub(super) fn decide<C: Clock + 'static>(
-    lim: &RuleLimiter<C>,
+    clock: &C,
     generation: &Generation<C>,
     keys: &[&str],
     rules: &mut [(u32, u32)],
@@ -143,8 +142,8 @@ pub(super) fn decide<C: Clock + 'static>(
         return Step::Decided(UNTRACKED);
     }
     // Counted in flight until the decision is made (see `successor.rs`); replaced rules: again.
-    let Some(_in_flight) = generation.enter_pass(thread) else { return Step::Moved };
-    let pass = Pass { lim, generation, keys, n, moved_is_final, thread };
+    let Some(_in_flight) = generation.successor.enter_pass(thread) else { return Step::Moved };
+    let pass = Pass { clock, generation, keys, n, moved_is_final, thread };
     let fill = |entries: &mut [Entry]| {
         let mut i = 0;
         for &(key, rule) in rules.iter() {
@@ -166,7 +165,7 @@ pub(super) fn decide<C: Clock + 'static>(
 }
 
 struct Pass<'a, C: Clock + 'static> {
-    lim: &'a RuleLimiter<C>,
+    clock: &'a C,
     generation: &'a Generation<C>,
     keys: &'a [&'a str],
     n: u64,
@@ -177,7 +176,7 @@ struct Pass<'a, C: Clock + 'static> {
 
 impl<C: Clock + 'static> Pass<'_, C> {
     fn run(&self, entries: &mut [Entry]) -> Step {
-        let now_ns = self.lim.clock.now_ns();
+        let now_ns = self.clock.now_ns();
         // The figures of an admission, gathered as the buckets are charged (the common case
         // then needs no second pass); `None` once a shadow rule refused.
         let mut admitted = Some(UNTRACKED);

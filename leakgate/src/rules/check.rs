@@ -3,13 +3,13 @@
 use super::all_or_nothing::{self, Figures, Step, NEVER};
 use super::counters::{Count, RuleCounters};
 use super::current::Current;
-use super::generation::{CompiledRule, Generation, Table, MOVED};
+use super::generation::{first_state, CompiledRule, Generation, Table, MOVED};
 use super::resolve::Resolver;
 use super::{Rule, Rules};
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::gcra::Scale;
-use crate::keyed::{Ask, FirstState, KeyedLimiter};
+use crate::keyed::{Ask, KeyedLimiter};
 use crate::quota::Quota;
 use crate::sync::{self, Mutex, LOOM};
 use std::cell::Cell;
@@ -147,7 +147,7 @@ impl<C: Clock + 'static> RuleLimiter<C> {
                     _ => {
                         let rules = &mut [(0, rule_number as u32)];
                         let pass = (moved_is_final, thread);
-                        all_or_nothing::decide(self, generation, &[key], rules, n, pass)
+                        all_or_nothing::decide(&*self.clock, generation, &[key], rules, n, pass)
                     }
                 };
                 match step {
@@ -250,15 +250,15 @@ impl<C: Clock + 'static> RuleLimiter<C> {
                     }
                     len
                 };
-                let pass = (moved_is_final, thread);
+                let (pass, clock) = ((moved_is_final, thread), &*self.clock);
                 let step = if keys.len() <= all_or_nothing::INLINE {
                     let mut rules = [(0, 0); all_or_nothing::INLINE];
                     let len = resolve(&mut rules);
-                    all_or_nothing::decide(self, generation, keys, &mut rules[..len], n, pass)
+                    all_or_nothing::decide(clock, generation, keys, &mut rules[..len], n, pass)
                 } else {
                     let mut rules = vec![(0, 0); keys.len()];
                     let len = resolve(&mut rules);
-                    all_or_nothing::decide(self, generation, keys, &mut rules[..len], n, pass)
+                    all_or_nothing::decide(clock, generation, keys, &mut rules[..len], n, pass)
                 };
                 match step {
                     Step::Decided(figures) => Ok(figures),
@@ -343,27 +343,6 @@ fn decision(figures: Figures) -> Result<Admitted, Denied> {
         Err(Denied::new(figures.remaining, reset_after, retry_after))
     } else {
         Ok(Admitted::new(figures.remaining, reset_after))
-    }
-}
-
-/// The first state of `key`'s bucket for quota `quota` of rule `rule` in `generation`, chosen
-/// once per take (the choice hands a level over, so a second insert within the take must reuse
-/// it): see [`Ask::start`].
-#[inline]
-pub(super) fn first_state<C: Clock>(
-    chosen: &Cell<Option<FirstState>>,
-    generation: &Generation<C>,
-    key: &str,
-    rule: usize,
-    quota: usize,
-) -> FirstState {
-    match chosen.get() {
-        Some(state) => state,
-        None => {
-            let state = generation.first_state(key, rule, quota);
-            chosen.set(Some(state));
-            state
-        }
     }
 }
 

@@ -28,12 +28,13 @@
 
 use super::counters::RuleCounters;
 use super::resolve::Resolver;
-use super::successor::Successor;
+use super::successor::{Linked, Successor};
 use super::Rule;
 use crate::clock::Clock;
 use crate::gcra::Rate;
 use crate::keyed::{FirstState, KeyedLimiter};
 use crate::sync::{self, AtomicU32, Mutex, Ordering, SwapCell};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -63,7 +64,7 @@ pub(crate) struct Generation<C: Clock> {
     pub(crate) source: SwapCell<Generation<C>>,
     /// The set that replaced this one, where a charge that went with a level handed over is
     /// given back, for as long as one may (see `successor.rs`).
-    pub(crate) successor: Successor<C>,
+    pub(crate) successor: Successor<Generation<C>>,
     /// The clock reading (ns) when this set took over: levels are handed over as of then.
     pub(crate) since_ns: u64,
     /// 1 once a newer set replaced this one: new keys start `MOVED`. Read by inserts under a
@@ -76,6 +77,12 @@ pub(crate) struct Generation<C: Clock> {
     /// and quota, as first states in these tables' units: taken by the key's first insert (or
     /// by the next reload). Touched only on inserts and reloads.
     orphans: Mutex<HashMap<(Box<str>, usize), FirstState>>,
+}
+
+impl<C: Clock> Linked for Generation<C> {
+    fn link(&self) -> &Successor<Self> {
+        &self.successor
+    }
 }
 
 impl<C: Clock> Generation<C> {
@@ -155,7 +162,7 @@ impl<C: Clock> Generation<C> {
         // Release: see `first_state`; the barrier below orders it for every later insert.
         self.closed.store(1, Ordering::Release);
         // Passes that start from now on charge nothing here (`successor.rs`).
-        self.close_passes();
+        self.successor.close_passes();
         // Acquire: pairs with the Release store below, so a thread that skips the barrier sees
         // every insert the barrier waited for.
         if self.barrier_passed.load(Ordering::Acquire) == 1 {
@@ -215,7 +222,7 @@ impl<C: Clock> Generation<C> {
         let path = &self.rules[rule].path;
         let mut from = *self.rules[rule].tables[quota].rate_of(shared);
         let mut units = cost;
-        let mut next = self.successor();
+        let mut next = self.successor.next();
         while let Some(generation) = next {
             let rule = match shared {
                 true => generation.rules.iter().position(|r| r.path == *path),
@@ -231,7 +238,7 @@ impl<C: Clock> Generation<C> {
             }
             // Sealed in turn: the level went on to the set after.
             from = *to.rate_of(shared);
-            next = generation.successor();
+            next = generation.successor.next();
         }
     }
 
@@ -275,6 +282,27 @@ impl<C: Clock> Generation<C> {
         self.with_orphans(|orphans| {
             orphans.keys().map(|(key, quota)| (key.to_string(), *quota)).collect()
         })
+    }
+}
+
+/// The first state of `key`'s bucket for quota `quota` of rule `rule` in `generation`, chosen
+/// once per take (the choice hands a level over, so a second insert within the take must reuse
+/// it): see `Ask::start`.
+#[inline]
+pub(crate) fn first_state<C: Clock>(
+    chosen: &Cell<Option<FirstState>>,
+    generation: &Generation<C>,
+    key: &str,
+    rule: usize,
+    quota: usize,
+) -> FirstState {
+    match chosen.get() {
+        Some(state) => state,
+        None => {
+            let state = generation.first_state(key, rule, quota);
+            chosen.set(Some(state));
+            state
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`RuleLimiter::reload`]: new rules in force at once, every tracked key keeping the units it
 //! could admit.
 
-use super::check::first_state;
+use super::generation::first_state;
 use super::generation::{level, Generation, MOVED};
 use super::{RuleLimiter, Rules};
 use crate::clock::Clock;
@@ -51,7 +51,7 @@ impl<C: Clock + 'static> RuleLimiter<C> {
         let new = Arc::new(self.compile(&rules, Some(old.clone()), since_ns));
         // Before anything of `old` is sealed (a check on `new` may seal a key at once): a charge
         // sealed in `old` is given back where its level went.
-        old.link_successor(new.clone());
+        old.successor.link(new.clone());
         self.current.store(new.clone());
         old.close();
         self.hand_over_all(&old, &new);

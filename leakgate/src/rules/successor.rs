@@ -32,8 +32,6 @@
 //! finds it), as soon as it may be. Nothing waits: a pass, a close and a reload only read and
 //! write these words.
 
-use super::generation::Generation;
-use crate::clock::Clock;
 use crate::sync::{self, AtomicU64, Ordering, SwapCell};
 use crossbeam_utils::CachePadded;
 use std::sync::Arc;
@@ -48,14 +46,21 @@ const EARLIER_DONE: u64 = 1 << 62;
 /// The passes counted in a stripe.
 const COUNT: u64 = EARLIER_DONE - 1;
 
-/// A set's link to the set that replaced it, and what decides when the link is dropped.
-pub(crate) struct Successor<C: Clock> {
-    next: SwapCell<Generation<C>>,
+/// A set of rules that keeps a link to its successor (`Generation`): generic, so that this
+/// protocol needs nothing else of the set.
+pub(crate) trait Linked: Sized {
+    /// The set's link to the set that replaced it.
+    fn link(&self) -> &Successor<Self>;
+}
+
+/// A set's link to the set that replaced it (`T`), and what decides when the link is dropped.
+pub(crate) struct Successor<T> {
+    next: SwapCell<T>,
     /// Passes in flight on the set, striped, with the flags above.
     stripes: [CachePadded<AtomicU64>; STRIPES],
 }
 
-impl<C: Clock> Successor<C> {
+impl<T: Linked> Successor<T> {
     /// For a set that replaced another (`replacing`), or the first set.
     pub(crate) fn new(replacing: bool) -> Self {
         let flags = |i: usize| if i == 0 && !replacing { EARLIER_DONE } else { 0 };
@@ -83,66 +88,64 @@ impl<C: Clock> Successor<C> {
             word & CLOSED != 0 && word & COUNT == 0 && (i > 0 || word & EARLIER_DONE != 0)
         })
     }
-}
 
-/// An all-or-nothing pass counted in flight on a set; it leaves when dropped.
-pub(crate) struct Pass<'a, C: Clock> {
-    generation: &'a Generation<C>,
-    stripe: usize,
-}
-
-impl<C: Clock> Generation<C> {
-    /// Counts a pass of the thread with counter index `thread`; `None` if these rules were
-    /// replaced (then it charges nothing here and decides on the rules in force).
+    /// Counts a pass of the thread with counter index `thread`; `None` if the set was replaced
+    /// (then it charges nothing here and decides on the rules in force).
     #[inline]
-    pub(crate) fn enter_pass(&self, thread: usize) -> Option<Pass<'_, C>> {
+    pub(crate) fn enter_pass(&self, thread: usize) -> Option<Pass<'_, T>> {
         let stripe = thread % STRIPES;
         // AcqRel: the chain (module docs).
-        let word = self.successor.stripes[stripe].fetch_add(1, Ordering::AcqRel);
-        let pass = Pass { generation: self, stripe };
+        let word = self.stripes[stripe].fetch_add(1, Ordering::AcqRel);
+        let pass = Pass { successor: self, stripe };
         (word & CLOSED == 0).then_some(pass)
     }
 
-    /// Links these rules to the set that replaces them; before any of their buckets is sealed.
-    pub(crate) fn link_successor(&self, next: Arc<Generation<C>>) {
-        drop(self.successor.next.store(Some(next)));
+    /// Links the set to the set that replaces it; before any of its buckets is sealed.
+    pub(crate) fn link(&self, next: Arc<T>) {
+        drop(self.next.store(Some(next)));
     }
 
-    /// The set that replaced these rules, while a charge may still follow it there.
-    pub(crate) fn successor(&self) -> Option<Arc<Generation<C>>> {
-        self.successor.next.load_full()
+    /// The set that replaced this one, while a charge may still follow it there.
+    pub(crate) fn next(&self) -> Option<Arc<T>> {
+        self.next.load_full()
     }
 
-    /// Marks these rules replaced for their passes (see `Generation::close`), and drops the link
-    /// to the next set if no charge can follow it any more.
+    /// Marks the set replaced for its passes (see `Generation::close`), and drops the link to
+    /// the next set if no charge can follow it any more.
     pub(crate) fn close_passes(&self) {
-        self.successor.flag(CLOSED);
-        self.release_successor();
+        self.flag(CLOSED);
+        self.release();
     }
 
     /// Drops the link to the next set if no charge can follow it any more, and on down the chain
     /// (module docs).
-    fn release_successor(&self) {
-        if !self.successor.may_release() {
+    fn release(&self) {
+        if !self.may_release() {
             return;
         }
-        let mut next = self.successor.next.store(None);
-        while let Some(generation) = next {
-            generation.successor.flag(EARLIER_DONE);
-            next = match generation.successor.may_release() {
-                true => generation.successor.next.store(None),
+        let mut next = self.next.store(None);
+        while let Some(set) = next {
+            set.link().flag(EARLIER_DONE);
+            next = match set.link().may_release() {
+                true => set.link().next.store(None),
                 false => None,
             };
         }
     }
 }
 
-impl<C: Clock> Drop for Pass<'_, C> {
+/// An all-or-nothing pass counted in flight on a set; it leaves when dropped.
+pub(crate) struct Pass<'a, T: Linked> {
+    successor: &'a Successor<T>,
+    stripe: usize,
+}
+
+impl<T: Linked> Drop for Pass<'_, T> {
     fn drop(&mut self) {
         // AcqRel: the chain (module docs).
-        let word = self.generation.successor.stripes[self.stripe].fetch_sub(1, Ordering::AcqRel);
+        let word = self.successor.stripes[self.stripe].fetch_sub(1, Ordering::AcqRel);
         if word & CLOSED != 0 {
-            self.generation.release_successor();
+            self.successor.release();
         }
     }
 }
@@ -159,14 +162,17 @@ mod tests {
         let first = lim.current.load_full();
         lim.check_all_n(&["a/1", "a/2"], 1).unwrap();
         lim.reload(rules.clone());
-        assert!(first.successor().is_none(), "nothing in flight: the link went at the close");
+        assert!(first.successor.next().is_none(), "nothing in flight: the link went at the close");
         let second = lim.current.load_full();
-        let pass = second.enter_pass(3).expect("the rules in force");
+        let pass = second.successor.enter_pass(3).expect("the rules in force");
         lim.reload(rules.clone());
-        assert!(second.successor().is_some(), "a request in flight may still follow it");
-        assert!(second.enter_pass(5).is_none(), "a request that starts now decides elsewhere");
+        assert!(second.successor.next().is_some(), "a request in flight may still follow it");
+        assert!(
+            second.successor.enter_pass(5).is_none(),
+            "a request that starts now decides elsewhere"
+        );
         drop(pass);
-        assert!(second.successor().is_none(), "the last request out drops it");
+        assert!(second.successor.next().is_none(), "the last request out drops it");
     }
 
     #[test]
@@ -175,13 +181,13 @@ mod tests {
         rules.insert("a", ["1/s".parse().unwrap()]);
         let lim = RuleLimiter::with_clock(rules.clone(), ManualClock::new());
         let first = lim.current.load_full();
-        let held = first.enter_pass(0).expect("the rules in force");
+        let held = first.successor.enter_pass(0).expect("the rules in force");
         lim.reload(rules.clone());
         let second = lim.current.load_full();
         lim.reload(rules.clone());
         // A charge of a request on the first set may follow through the second to the third.
-        assert!(first.successor().is_some() && second.successor().is_some());
+        assert!(first.successor.next().is_some() && second.successor.next().is_some());
         drop(held);
-        assert!(first.successor().is_none() && second.successor().is_none());
+        assert!(first.successor.next().is_none() && second.successor.next().is_none());
     }
 }

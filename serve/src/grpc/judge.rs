@@ -11,8 +11,8 @@
 use super::answer;
 use super::request::{Override, Part};
 use crate::costs;
-use crate::envoy_yaml::unit_quota;
 use crate::limits::{InForce, Limits};
+use crate::rules::envoy_yaml::unit_quota;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use leakgate::{Admitted, Clock, Denied, Quota, Rule};

@@ -20,6 +20,7 @@
 //! (see `redis_buckets`: one row per key, no idle time, `"truncated": true` when the scan
 //! stopped before the end).
 
+use super::row::Bucket;
 use crate::cell::CellStore;
 use crate::limits::{Limits, CELL_HEAD, MAX_KEY, OVERRIDE_HEAD};
 use crate::tat::{self, Listed, Table};
@@ -97,21 +98,6 @@ struct Page {
     buckets: Vec<Bucket>,
 }
 
-/// One listed bucket.
-#[derive(Serialize)]
-pub(crate) struct Bucket {
-    pub(crate) key: String,
-    pub(crate) rule: String,
-    pub(crate) quota_index: usize,
-    pub(crate) quota: String,
-    pub(crate) level: f64,
-    pub(crate) fill: f64,
-    pub(crate) remaining: u64,
-    pub(crate) reset_after_ms: u128,
-    /// Time since the key's last admitted request (not known for buckets in Redis).
-    pub(crate) idle_ms: Option<u128>,
-}
-
 /// A table's listed bucket as a row, under `rule`.
 fn row(listed: Listed, rule: String) -> Bucket {
     Bucket {
@@ -186,7 +172,7 @@ pub(crate) async fn render<C: Clock + 'static>(limits: &Limits<C>, filter: &Filt
         }
     }
     if limits.rules.redis().is_some() {
-        match super::redis_buckets::list(limits, filter, min_fill).await {
+        match super::redis_buckets::list(limits, &filter.prefix, min_fill).await {
             Ok((found, stopped_early)) => {
                 matched += found.len();
                 rows.extend(found.into_iter().filter(|b| after(b)).take(want));

@@ -10,6 +10,7 @@ mod conn;
 mod guard;
 mod metrics;
 mod redis_buckets;
+mod row;
 
 use crate::limits::Limits;
 use crate::listen::{incoming, Gate, Prepared};

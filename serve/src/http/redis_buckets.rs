@@ -13,7 +13,7 @@
 //! Idle times are not kept in Redis (`idle_ms` is null). At most [`MAX_SCANNED`] Redis keys are
 //! looked at per answer (`truncated` says when more were left).
 
-use super::buckets::{Bucket, Filter};
+use super::row::Bucket;
 use crate::limits::{write_key, Limits, CELL_HEAD};
 use leakgate::{Admitted, Clock, Denied, Quota, Rules};
 use leakgate_redis::AsyncRedisCell;
@@ -26,10 +26,11 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// The start of the rules limiter's Redis keys.
 const RULES_HEAD: &[u8] = b"leakgate:gcra1@";
 
-/// The buckets in Redis that match `filter` (sorted by key), and whether the scan stopped early.
+/// The buckets in Redis whose keys start with `prefix`, at least `min_fill` full (sorted by
+/// key), and whether the scan stopped early.
 pub(crate) async fn list<C: Clock + 'static>(
     limits: &Limits<C>,
-    filter: &Filter,
+    prefix: &str,
     min_fill: f64,
 ) -> Result<(Vec<Bucket>, bool), String> {
     let url = limits.redis_url.as_deref().ok_or("no Redis configured")?;
@@ -60,8 +61,7 @@ pub(crate) async fn list<C: Clock + 'static>(
     let mut rows = Vec::new();
     if let Some(lim) = limits.rules.redis() {
         let rules = lim.rules();
-        let mut found: Vec<String> =
-            scanned.iter().filter_map(|k| owner(lim, k, &filter.prefix)).collect();
+        let mut found: Vec<String> = scanned.iter().filter_map(|k| owner(lim, k, prefix)).collect();
         found.sort();
         found.dedup();
         let peeks = found.iter().map(|key| limits.peek_on(&limits.rules, &rules, key));
@@ -80,7 +80,7 @@ pub(crate) async fn list<C: Clock + 'static>(
                 write_key(&mut shown, raw);
                 (raw.to_vec(), shown.clone())
             })
-            .filter(|(_, shown)| shown.starts_with(&filter.prefix))
+            .filter(|(_, shown)| shown.starts_with(prefix))
             .collect();
         for batch in keys.chunks(1000) {
             let names: Vec<Vec<u8>> = batch.iter().map(|(raw, _)| cell.redis_key(raw)).collect();

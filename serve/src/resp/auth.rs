@@ -8,7 +8,7 @@
 //! no secret, every connection is authenticated and `AUTH` is refused (there is no password to
 //! check).
 
-use super::commands::{Conn, Outcome};
+use super::conn::{Conn, Outcome};
 use super::reply;
 use bytes::BytesMut;
 

@@ -3,13 +3,12 @@
 //! so that common client libraries connect unchanged. A connection speaks RESP2 until it sends
 //! `HELLO 3` (redis-py 8 does by default, go-redis and Lettuce try it), then RESP3.
 
+use super::conn::{Conn, Outcome};
 use super::multi::{self, Queue};
 use super::{auth, reply, throttle};
-use crate::auth::Secret;
 use crate::limits::Limits;
 use bytes::BytesMut;
 use leakgate::Clock;
-use std::sync::Arc;
 
 /// The Redis version this server presents itself as to clients that ask.
 const REDIS_VERSION: &str = "6.2.0";
@@ -37,37 +36,6 @@ const COMMANDS: &[(&str, i64, i64)] = &[
     ("lg.checkall", -3, 2),
     ("lg.rule", 2, 1),
 ];
-
-/// One connection's state.
-#[derive(Debug, Default)]
-pub(crate) struct Conn {
-    pub(crate) id: u64,
-    pub(crate) name: Option<Vec<u8>>,
-    /// The connection asked for RESP3 (`HELLO 3`).
-    pub(crate) resp3: bool,
-    /// Commands queued since `MULTI`, run by `EXEC`.
-    pub(crate) queued: Option<Queue>,
-    /// The service's secret, if it asks for one (`--auth-file`).
-    pub(crate) secret: Option<Arc<Secret>>,
-    /// The connection presented the secret (see `auth`).
-    pub(crate) authenticated: bool,
-}
-
-impl Conn {
-    /// Whether the connection may run any command: it presented the secret, or none is asked.
-    pub(crate) fn authenticated(&self) -> bool {
-        self.authenticated || self.secret.is_none()
-    }
-}
-
-/// What a command did to the connection.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Outcome {
-    /// The reply is an error.
-    pub(crate) error: bool,
-    /// Close the connection once the reply is written (`QUIT`).
-    pub(crate) close: bool,
-}
 
 fn error(out: &mut BytesMut, text: &str) -> Outcome {
     reply::error(out, text);

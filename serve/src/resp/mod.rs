@@ -21,6 +21,7 @@
 
 mod auth;
 mod commands;
+mod conn;
 mod multi;
 mod parse;
 mod reply;
@@ -31,7 +32,8 @@ use crate::limits::Limits;
 use crate::listen::{Deadlines, Gate};
 use crate::metrics::Listener;
 use bytes::{Buf, BytesMut};
-use commands::{execute, Conn};
+use commands::execute;
+use conn::Conn;
 use leakgate::Clock;
 use parse::{Parser, Step};
 use std::sync::atomic::{AtomicU64, Ordering};

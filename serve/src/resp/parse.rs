@@ -113,13 +113,10 @@ impl Parser {
                     self.args.clear();
                     self.start = self.pos;
                     if first == b'*' {
-                        let (line, next) = match self.line(buf, MAX_HEADER) {
-                            Ok(Some(line)) => line,
-                            Ok(None) => return Step::NeedMore,
-                            Err(e) => return e,
+                        let claimed = match self.header(buf) {
+                            Ok(claimed) => claimed,
+                            Err(step) => return step,
                         };
-                        let claimed = parse_count(&buf[line.start + 1..line.end]);
-                        self.pos = next;
                         match claimed {
                             None => return Step::Error("Protocol error: invalid multibulk length"),
                             // Empty and null arrays are no command: Redis skips them too.
@@ -167,14 +164,11 @@ impl Parser {
                         self.state = State::Idle;
                         return Step::Error("Protocol error: expected '$' for a bulk string");
                     }
-                    let (line, next) = match self.line(buf, MAX_HEADER) {
-                        Ok(Some(line)) => line,
-                        Ok(None) => return Step::NeedMore,
+                    let claimed = match self.header(buf) {
+                        Ok(claimed) => claimed,
                         // The array is abandoned; the rest of the line is dropped.
-                        Err(e) => return e,
+                        Err(step) => return step,
                     };
-                    let claimed = parse_count(&buf[line.start + 1..line.end]);
-                    self.pos = next;
                     let len = match claimed {
                         Some(n) if n >= 0 && (n as u64) <= MAX_BULK as u64 => n as usize,
                         Some(n) if n >= 0 => {
@@ -225,6 +219,18 @@ impl Parser {
                 }
             }
         }
+    }
+
+    /// The count of the `*` or `$` header line at `pos` (`None`: not a count), moving past the
+    /// line; `Err` with the step to return while the line is incomplete or too long.
+    fn header(&mut self, buf: &[u8]) -> Result<Option<i64>, Step> {
+        let (line, next) = match self.line(buf, MAX_HEADER) {
+            Ok(Some(line)) => line,
+            Ok(None) => return Err(Step::NeedMore),
+            Err(e) => return Err(e),
+        };
+        self.pos = next;
+        Ok(parse_count(&buf[line.start + 1..line.end]))
     }
 
     /// The line starting at `pos` (without its CRLF) and where the next one starts, if it has

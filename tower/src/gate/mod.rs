@@ -22,7 +22,6 @@ pub(crate) use keyed::KeyedGate;
 pub(crate) use queue::{QueueGate, Queued, Wait, Waited};
 pub(crate) use rules::RulesGate;
 
-use crate::config::Config;
 use crate::headers::{Policy, PolicyRef};
 use crate::key::{KeyError, KeyErrorKind, OnKeyError};
 use http::request::Parts;
@@ -51,11 +50,11 @@ pub(crate) enum Announce {
 }
 
 impl Announce {
-    /// The policy to announce, if any.
+    /// The policy to announce, if any; `layer` is the layer's own (its config's `policy`).
     #[inline]
-    pub(crate) fn policy<'a>(&'a self, config: &'a Config) -> Option<&'a Policy> {
+    pub(crate) fn policy<'a>(&'a self, layer: Option<&'a Policy>) -> Option<&'a Policy> {
         match self {
-            Announce::Layer => config.policy.as_ref(),
+            Announce::Layer => layer,
             Announce::Rule(policy) => Some(policy),
             Announce::Nothing => None,
         }

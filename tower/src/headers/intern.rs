@@ -9,11 +9,9 @@
 //! and responses that use them. Memory then stays bounded however long it runs, and only those
 //! policies pay a reference count per response.
 
-use super::policy::{Policy, PolicyRef};
 use bytes::Bytes;
 use http::HeaderValue;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// The most bytes the program's interner keeps (text, policies and their table entries): a few
 /// thousand rule policies.
@@ -22,16 +20,28 @@ pub(crate) const LIMIT: usize = 1 << 20;
 /// What one table entry costs beyond its text or policy (hash, pointer, length, spare room).
 const ENTRY_OVERHEAD: usize = 32;
 
-/// Interned field texts and policies, and the bytes they hold.
-pub(crate) struct Interner {
+/// What the interner keeps besides text: a value named by its field value (a policy, by its
+/// `RateLimit-Policy` text). A trait, so that this file needs nothing of `policy.rs`, which
+/// holds the program's interner.
+pub(crate) trait Keep: 'static {
+    /// Its field value as text: what it is kept by.
+    fn field_text(&self) -> &str;
+    /// Roughly the bytes it holds, for the budget.
+    fn footprint(&self) -> usize;
+    /// Replaces its field value with the same text held elsewhere (the interner's kept copy).
+    fn set_field(&mut self, field: HeaderValue);
+}
+
+/// Interned field texts and policies (`P`), and the bytes they hold.
+pub(crate) struct Interner<P: 'static> {
     texts: HashSet<&'static str>,
     /// Kept policies, by their `RateLimit-Policy` text (which fixes their `RateLimit` name).
-    policies: HashMap<&'static str, &'static Policy>,
+    policies: HashMap<&'static str, &'static P>,
     bytes: usize,
     limit: usize,
 }
 
-impl Interner {
+impl<P: Keep> Interner<P> {
     /// An empty interner that keeps at most `limit` bytes.
     pub(crate) fn new(limit: usize) -> Self {
         Interner { texts: HashSet::new(), policies: HashMap::new(), bytes: 0, limit }
@@ -69,22 +79,33 @@ impl Interner {
     }
 
     /// `policy` as responses point to it: the kept copy of a policy with its text, or a new kept
-    /// copy if its text is kept and it fits, or else shared.
-    pub(crate) fn policy(&mut self, mut policy: Policy) -> PolicyRef {
+    /// copy if its text is kept and it fits (`Ok`), or else `policy` back, for the caller to
+    /// share (`Err`).
+    pub(crate) fn keep(&mut self, mut policy: P) -> Result<&'static P, P> {
         if let Some(&kept) = self.policies.get(policy.field_text()) {
-            return PolicyRef::Static(kept);
+            return Ok(kept);
         }
         let Some(&text) = self.texts.get(policy.field_text()) else {
-            return PolicyRef::Shared(Arc::new(policy));
+            return Err(policy);
         };
         if !self.spend(policy.footprint() + ENTRY_OVERHEAD) {
-            return PolicyRef::Shared(Arc::new(policy));
+            return Err(policy);
         }
         // Its field made from the kept text, so clones of it never count references.
         policy.set_field(static_value(text));
-        let kept: &'static Policy = Box::leak(Box::new(policy));
+        let kept: &'static P = Box::leak(Box::new(policy));
         self.policies.insert(text, kept);
-        PolicyRef::Static(kept)
+        Ok(kept)
+    }
+
+    /// Fills the interner to its limit, as a long-running program's new policies would.
+    #[cfg(test)]
+    pub(crate) fn fill(&mut self) {
+        let mut i = 0u64;
+        while self.bytes + 100 < self.limit {
+            let _ = self.field_value(format!("\"fill-{i}\";q=1;w=1"));
+            i += 1;
+        }
     }
 }
 
@@ -95,62 +116,26 @@ fn static_value(text: &'static str) -> HeaderValue {
         .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// The program's interner.
-fn global() -> std::sync::MutexGuard<'static, Interner> {
-    static GLOBAL: OnceLock<Mutex<Interner>> = OnceLock::new();
-    // A panic while holding the lock leaves the tables consistent (each insert is one step).
-    GLOBAL
-        .get_or_init(|| Mutex::new(Interner::new(LIMIT)))
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-}
-
-/// [`Interner::field_value`] on the program's interner.
-pub(crate) fn field_value(text: String) -> HeaderValue {
-    global().field_value(text)
-}
-
-/// [`Interner::policy`] on the program's interner.
-pub(crate) fn policy(policy: Policy) -> PolicyRef {
-    global().policy(policy)
-}
-
-/// The bytes the program's interner keeps.
-#[cfg(test)]
-pub(crate) fn kept_bytes() -> usize {
-    global().bytes()
-}
-
-/// Fills the program's interner to its limit, as a long-running program's new policies would.
-#[cfg(test)]
-pub(crate) fn fill() {
-    let mut interner = global();
-    let mut i = 0u64;
-    while interner.bytes + 100 < interner.limit {
-        let _ = interner.field_value(format!("\"fill-{i}\";q=1;w=1"));
-        i += 1;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::policy_name;
+    use crate::headers::{policy_name, Policy};
     use leakgate::Quota;
+    use std::sync::Arc;
 
     fn policy(i: u64) -> Policy {
         Policy::new(policy_name("p").unwrap(), Quota::per_second(i + 1).unwrap())
     }
 
     /// Whether `value` is kept text of `interner` (cloned for free).
-    fn is_kept(interner: &Interner, value: &HeaderValue) -> bool {
+    fn is_kept(interner: &Interner<Policy>, value: &HeaderValue) -> bool {
         let text = value.to_str().unwrap();
         interner.texts.get(text).is_some_and(|kept| kept.as_ptr() == value.as_bytes().as_ptr())
     }
 
     #[test]
     fn the_same_text_is_kept_once() {
-        let mut interner = Interner::new(LIMIT);
+        let mut interner = Interner::<Policy>::new(LIMIT);
         let a = interner.field_value("\"a\";q=1;w=1".to_owned());
         let b = interner.field_value("\"a\";q=1;w=1".to_owned());
         assert!(is_kept(&interner, &a) && is_kept(&interner, &b));
@@ -160,13 +145,13 @@ mod tests {
 
     #[test]
     fn the_same_policy_is_kept_once_and_another_apart() {
-        let mut interner = Interner::new(LIMIT);
+        let mut interner = Interner::<Policy>::new(LIMIT);
         let mut keep = |i| {
             let p = policy(i);
             let _ = interner.field_value(p.field_text().to_owned());
-            match interner.policy(p) {
-                PolicyRef::Static(p) => p as *const Policy,
-                PolicyRef::Shared(_) => panic!("shared while there is room"),
+            match interner.keep(p) {
+                Ok(p) => p as *const Policy,
+                Err(_) => panic!("shared while there is room"),
             }
         };
         let (a, b, c) = (keep(1), keep(1), keep(2));
@@ -179,7 +164,7 @@ mod tests {
     #[test]
     fn what_is_kept_never_exceeds_the_limit_and_the_rest_is_freed() {
         let limit = 16 << 10;
-        let mut interner = Interner::new(limit);
+        let mut interner = Interner::<Policy>::new(limit);
         let mut shared = Vec::new();
         for i in 0..5_000u64 {
             let text = format!("\"rule-{i}\";q={i};w=1");
@@ -188,9 +173,9 @@ mod tests {
             assert!(interner.bytes() <= limit);
             let name = policy_name(&format!("rule-{i}")).unwrap();
             let p = Policy::new(name, Quota::per_second(i + 1).unwrap());
-            match interner.policy(p) {
-                PolicyRef::Static(_) => assert!(shared.is_empty(), "kept after the budget ran out"),
-                PolicyRef::Shared(p) => shared.push(Arc::downgrade(&p)),
+            match interner.keep(p) {
+                Ok(_) => assert!(shared.is_empty(), "kept after the budget ran out"),
+                Err(p) => shared.push(Arc::downgrade(&Arc::new(p))),
             }
             assert!(interner.bytes() <= limit);
         }

@@ -35,9 +35,9 @@ mod intern;
 mod policy;
 
 #[cfg(test)]
-pub(crate) use intern::{
-    fill as fill_interner, kept_bytes as interned_bytes, LIMIT as INTERN_LIMIT,
-};
+pub(crate) use intern::LIMIT as INTERN_LIMIT;
+#[cfg(test)]
+pub(crate) use policy::{fill_interner, interned_bytes};
 pub(crate) use policy::{policy_name, Policy, PolicyRef};
 
 use http::HeaderValue;

@@ -1,7 +1,7 @@
 //! [`Policy`]: what a response announces in `RateLimit-Policy`, and the `RateLimit` values of
 //! its decisions, made through a per-thread cache of recent values.
 
-use super::intern;
+use super::intern::{Interner, Keep, LIMIT};
 use super::{sf_integer, whole_seconds_up, window, InvalidPolicyName, SF_INTEGER_MAX};
 use http::HeaderValue;
 use leakgate::Quota;
@@ -9,7 +9,7 @@ use sfv::{KeyRef, ListSerializer, StringRef};
 use std::cell::RefCell;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 const Q: &KeyRef = KeyRef::constant("q");
@@ -36,7 +36,7 @@ pub(crate) struct Policy {
     id: u64,
 }
 
-/// A policy that lives as long as the program ([`intern::policy`] kept it), or one shared by the
+/// A policy that lives as long as the program ([`Policy::interned`] kept it), or one shared by the
 /// rules in force, freed with them. Either way a response points to it without copying it.
 #[derive(Clone, Debug)]
 pub(crate) enum PolicyRef {
@@ -73,7 +73,7 @@ impl Policy {
     /// `RateLimit` item named `name`.
     ///
     /// The items must determine `name` (one item: its name; a rule's items: `name#0`,
-    /// `name#1`, ...): [`intern::policy`] tells policies apart by their `RateLimit-Policy` value
+    /// `name#1`, ...): [`Policy::interned`] tells policies apart by their `RateLimit-Policy` value
     /// alone.
     pub(crate) fn with_items(name: sfv::String, items: Vec<(sfv::String, Quota)>) -> Self {
         let mut list = ListSerializer::new();
@@ -86,7 +86,7 @@ impl Policy {
         }
         // An empty list does not finish: no items, an empty value (never sent: a rule without
         // quotas announces nothing).
-        let field = intern::field_value(list.finish().unwrap_or_default());
+        let field = interner().field_value(list.finish().unwrap_or_default());
         let items = items.into_iter().map(|(item, _)| item).collect();
         Policy { name, items, field, max_w, id: next_id() }
     }
@@ -106,7 +106,11 @@ impl Policy {
     /// distinct `RateLimit-Policy` value, while the interner has room; shared and freed with
     /// its last user once it has none (see [`intern`]).
     pub(crate) fn interned(self) -> PolicyRef {
-        intern::policy(self)
+        let kept = interner().keep(self);
+        match kept {
+            Ok(kept) => PolicyRef::Static(kept),
+            Err(policy) => PolicyRef::Shared(Arc::new(policy)),
+        }
     }
 
     /// The `RateLimit-Policy` field value.
@@ -114,25 +118,10 @@ impl Policy {
         self.field.clone()
     }
 
-    /// Replaces the field value with the same text held elsewhere (the interner's kept copy).
-    pub(super) fn set_field(&mut self, field: HeaderValue) {
-        debug_assert_eq!(field.as_bytes(), self.field.as_bytes());
-        self.field = field;
-    }
-
     /// The `RateLimit-Policy` field value as text (printable ASCII, as sfv writes it).
     pub(crate) fn field_text(&self) -> &str {
         // sfv writes printable ASCII only; the fallback is never taken.
         self.field.to_str().unwrap_or("")
-    }
-
-    /// Roughly the bytes this policy holds, for the interner's budget.
-    pub(crate) fn footprint(&self) -> usize {
-        let names: usize = self.items.iter().map(|item| item.as_str().len()).sum();
-        std::mem::size_of::<Self>()
-            + self.name.as_str().len()
-            + names
-            + self.items.len() * std::mem::size_of::<sfv::String>()
     }
 
     /// The `RateLimit` field value for a decision: `"name";r=remaining;t=reset_after`, with `t`
@@ -157,6 +146,48 @@ impl Policy {
         HeaderValue::from_maybe_shared(bytes::Bytes::from(text.into_bytes()))
             .unwrap_or_else(|_| HeaderValue::from_static(""))
     }
+}
+
+impl Keep for Policy {
+    fn field_text(&self) -> &str {
+        Policy::field_text(self)
+    }
+
+    /// Roughly the bytes this policy holds, for the interner's budget.
+    fn footprint(&self) -> usize {
+        let names: usize = self.items.iter().map(|item| item.as_str().len()).sum();
+        std::mem::size_of::<Self>()
+            + self.name.as_str().len()
+            + names
+            + self.items.len() * std::mem::size_of::<sfv::String>()
+    }
+
+    fn set_field(&mut self, field: HeaderValue) {
+        debug_assert_eq!(field.as_bytes(), self.field.as_bytes());
+        self.field = field;
+    }
+}
+
+/// The program's interner of field values and policies (see `intern.rs`).
+fn interner() -> MutexGuard<'static, Interner<Policy>> {
+    static GLOBAL: OnceLock<Mutex<Interner<Policy>>> = OnceLock::new();
+    // A panic while holding the lock leaves the tables consistent (each insert is one step).
+    GLOBAL
+        .get_or_init(|| Mutex::new(Interner::new(LIMIT)))
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The bytes the program's interner keeps.
+#[cfg(test)]
+pub(crate) fn interned_bytes() -> usize {
+    interner().bytes()
+}
+
+/// Fills the program's interner to its limit, as a long-running program's new policies would.
+#[cfg(test)]
+pub(crate) fn fill_interner() {
+    interner().fill();
 }
 
 /// A number no other policy has had.

@@ -3,8 +3,8 @@
 use crate::clock::Clock;
 use crate::decision::Denied;
 use crate::limiter::Limiter;
-use crate::reserve::reservation::duration_ns;
-use crate::reserve::Reservation;
+use crate::queue::reservation::duration_ns;
+use crate::queue::Reservation;
 use std::time::Duration;
 
 /// The longest single OS sleep of a blocking wait. Between sleeps the wait rereads the limiter's

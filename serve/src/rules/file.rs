@@ -1,23 +1,11 @@
 //! Reading a rules file: leakgate's TOML, or envoyproxy/ratelimit's YAML (by the file's
 //! extension, `.yaml` or `.yml`).
 
-use crate::replaces::Replaces;
+use super::replaces::Replaces;
+use super::LoadedRules;
 use leakgate::Rules;
 use std::fmt;
 use std::path::{Path, PathBuf};
-
-/// Rules read from a file, with what envoyproxy/ratelimit's format adds (`replaces`).
-///
-/// ```
-/// let loaded = leakgate_serve::LoadedRules::from_toml("api = \"10/s\"\n")?;
-/// assert_eq!(loaded.rules().len(), 1);
-/// # Ok::<(), leakgate_serve::RulesError>(())
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LoadedRules {
-    pub(crate) rules: Rules,
-    pub(crate) replaces: Replaces,
-}
 
 /// Why a rules file was refused: which file and what is wrong (the line and the rule where
 /// known).
@@ -95,7 +83,8 @@ impl LoadedRules {
     /// # Ok::<(), leakgate_serve::RulesError>(())
     /// ```
     pub fn from_envoy_yaml(text: &str) -> Result<LoadedRules, RulesError> {
-        crate::envoy_yaml::translate(text).map_err(|message| RulesError { path: None, message })
+        crate::rules::envoy_yaml::translate(text)
+            .map_err(|message| RulesError { path: None, message })
     }
 
     /// Rules from `text` in `format`.

@@ -25,8 +25,8 @@
 //! is limited by the deepest configured node it passes (longest prefix), where
 //! envoyproxy/ratelimit does not limit it.
 
-use crate::replaces::Replaces;
-use crate::rules_file::LoadedRules;
+use crate::rules::replaces::Replaces;
+use crate::rules::LoadedRules;
 use leakgate::{Quota, Rule, Rules};
 use serde::Deserialize;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! What the meters are built from: their rates in ticks, and their buckets' words.
+//! What the meters are built from: their rates in ticks (whole emission intervals), and their
+//! buckets' words.
 
 use super::MeterError;
 use crate::bucket::Word;

@@ -5,7 +5,7 @@ use crate::clock::Clock;
 use crate::decision::Denied;
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
-use crate::reserve::Reservation;
+use crate::queue::Reservation;
 use std::borrow::Borrow;
 use std::future::Future;
 use std::hash::Hash;

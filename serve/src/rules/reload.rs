@@ -2,14 +2,15 @@
 //! (polled, as `leakgate::RulesWatcher` does: it sees every change on any file system, and
 //! editors that replace the file by renaming), and, with `--redis`, rules pushed through Redis.
 //! A changed file is applied only once two polls in a row read it alike, and never when it is
-//! empty (see `crate::settle`: a poll that lands mid-write never puts half a file in force). A
+//! empty (see `crate::rules::settle`: a poll that lands mid-write never puts half a file in force). A
 //! file that does not parse is refused with its reason in the log, and the rules in force stay;
 //! every reload keeps each tracked key's level, and logs what it put in force (how many rules,
 //! from where, the file's length and hash).
 
 use crate::limits::Limits;
-use crate::rules_file::{LoadedRules, RulesError, RulesFormat};
-use crate::settle::{Fingerprint, Verdict};
+use crate::rules::file::{RulesError, RulesFormat};
+use crate::rules::settle::{Fingerprint, Verdict};
+use crate::rules::LoadedRules;
 use leakgate::Clock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -127,7 +128,7 @@ pub(crate) fn follow_redis<C: Clock + 'static>(
     })
 }
 
-/// Reads `path` every `every` and reloads it once a change is stable (see `crate::settle`),
+/// Reads `path` every `every` and reloads it once a change is stable (see `crate::rules::settle`),
 /// until `shutdown`.
 pub(crate) async fn watch_file<C: Clock + 'static>(
     limits: Arc<Limits<C>>,
