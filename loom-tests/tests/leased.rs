@@ -29,9 +29,10 @@ fn checks(lim: &LeasedLimiter<ManualClock>, slot: usize, n: u64, now_ns: u64) ->
 fn two_threads_on_one_slot_spend_each_unit_once() {
     // One slot, leases of 4: one thread's refill races the other's spends and its exact checks
     // while the slot is reserved. Demand (6) is below the burst: none admitted twice, and at most
-    // one refused. (Loom finds an order that admits 5: a check refused while a racing charge
-    // stands in the shared word, which the exact `Limiter` allows between a charge taken on its
-    // add path and its undo, `bucket.rs`; a sequential run admits all 6.)
+    // one refused: the other thread's last check can find the slot reserved for a second lease
+    // whose charge has just taken the bucket's last 4 units, and is refused while 3 of them sit
+    // in the lease being installed (the shortfall `leased/mod.rs` states). A sequential run admits
+    // all 6.
     model(|| {
         let lim = Arc::new(limiter(1));
         assert_eq!(lim.lease_units(), 4);

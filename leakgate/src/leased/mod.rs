@@ -31,7 +31,9 @@
 //! spent by those slots' threads, or dropped when they expire, at most `span` later. A lease is
 //! only taken while the shared bucket has room for the whole lease (near the boundary checks go
 //! to the exact path), so the units refused that way are at most `E` per `span`, and none while
-//! every slot's thread keeps spending its lease.
+//! every slot's thread keeps spending its lease. Unspent units are not given back to the shared
+//! word: their charge leaves the bucket's level as it drains, within `L / rate <= span / slots`
+//! of the lease, so they cost the other threads only while the bucket is at its boundary.
 //!
 //! # Costs
 //!
