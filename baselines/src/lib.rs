@@ -3,7 +3,7 @@
 //! Both the criterion benchmarks (`benches/`) and `leakgate bench` use this crate, so that a
 //! contender, a scenario or a measuring loop is written once:
 //!
-//! * contenders: leakgate's `Limiter` and `KeyedLimiter`, [`Governor`] (and governor's keyed
+//! * contenders: leakgate's `Limiter`, `LeasedLimiter` and `KeyedLimiter`, [`Governor`] (and governor's keyed
 //!   limiter), [`MutexTokenBucket`]; for the colour meters, [`MutexSrTcm`] and [`MutexTrTcm`];
 //! * [`Scenario`]: quotas under which every contender answers the same way (all allowed, or all
 //!   denied by a one-per-hour limiter that has spent its unit), and [`KeyedContenders`]: many
@@ -35,7 +35,7 @@ pub use tail::{time_each_check, LatencyHistogram};
 
 /// Anything that answers "may one unit go now?".
 ///
-/// Implemented for leakgate's `Limiter`, [`Governor`] and [`MutexTokenBucket`].
+/// Implemented for leakgate's `Limiter` and `LeasedLimiter`, [`Governor`] and [`MutexTokenBucket`].
 ///
 /// ```
 /// use leakgate_baselines::{Gate, MutexTokenBucket};
@@ -48,6 +48,13 @@ pub trait Gate: Sync {
 }
 
 impl<C: leakgate::Clock> Gate for leakgate::Limiter<C> {
+    #[inline]
+    fn allow(&self) -> bool {
+        self.check().is_ok()
+    }
+}
+
+impl<C: leakgate::Clock> Gate for leakgate::LeasedLimiter<C> {
     #[inline]
     fn allow(&self) -> bool {
         self.check().is_ok()

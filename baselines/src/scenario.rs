@@ -49,6 +49,21 @@ impl Scenario {
         lim
     }
 
+    /// A leased leakgate limiter for this scenario on `clock` (default [`leakgate::Leases`]),
+    /// primed. Under `Denied` (one an hour) leases are off: every check is exact.
+    ///
+    /// ```
+    /// use leakgate_baselines::{Gate, Scenario};
+    /// let lim = Scenario::Allowed.leased(leakgate::TscClock::new());
+    /// assert!(lim.lease_units() > 0 && lim.allow());
+    /// ```
+    pub fn leased<C: leakgate::Clock>(self, clock: C) -> leakgate::LeasedLimiter<C> {
+        let leases = leakgate::Leases::new();
+        let lim = leakgate::LeasedLimiter::with_leases(self.leakgate_quota(), clock, leases);
+        self.prime(&lim);
+        lim
+    }
+
     /// A governor limiter for this scenario, primed.
     ///
     /// ```

@@ -1,4 +1,5 @@
-//! `leakgate bench`: leakgate against governor and a mutex token bucket, on this machine, now.
+//! `leakgate bench`: leakgate (exact, and leased: `LeasedLimiter`) against governor and a mutex
+//! token bucket, on this machine, now.
 //!
 //! Every (scenario, threads) pair is measured in rounds; within a round each contender runs in
 //! turn (A B C D, A B C D, ...), so drift in machine load hits all of them alike. The contenders,
@@ -16,12 +17,15 @@ use std::process::ExitCode;
 const LONG_HELP: &str = "\
 Throughput (the default): threads share one limiter. 'allowed': every decision admits (and
 writes the state); 'denied': a limiter of one per hour that has admitted its unit, so every
-decision refuses. Then keyed limiters with 1,000 and 1,000,000 tracked keys. ns/decision is wall
-time over all decisions of all threads; each figure is the median of the rounds.
+decision refuses. 'leakgate (leased)' is a LeasedLimiter: per-thread leases of the shared
+bucket (under 'denied', one an hour, its leases are off and it decides exactly). Then keyed
+limiters with 1,000 and 1,000,000 tracked keys. ns/decision is wall time over all decisions of
+all threads; each figure is the median of the rounds.
 
 --tail: every check of one always-allowing shared limiter is timed (two raw TSC reads) and
-counted in a histogram: p50, p99, p99.99 and the slowest check per thread count, leakgate beside
-governor and a mutex bucket. 'timer only' times an empty decision: the measuring overhead.
+counted in a histogram: p50, p99, p99.99 and the slowest check per thread count, leakgate
+(exact and leased) beside governor and a mutex bucket. 'timer only' times an empty decision:
+the measuring overhead.
 
 Threads beyond the machine's cores share them, so the slowest checks then include whole
 scheduler time slices: compare contenders within one run.";

@@ -124,7 +124,11 @@ fn bench_tail_prints_json_for_machines() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     assert_eq!(doc["kind"], "tail");
     let rows = doc["results"].as_array().unwrap();
-    assert_eq!(rows.len(), 2 * 4, "4 contenders at 2 thread counts");
+    assert_eq!(
+        rows.len(),
+        2 * 5,
+        "5 contenders (timer, exact, leased, governor, mutex) at 2 thread counts"
+    );
     for row in rows {
         let checks = row["checks"].as_u64().unwrap();
         assert_eq!(checks, 3 * 200 * row["threads"].as_u64().unwrap(), "{row}");
@@ -136,6 +140,7 @@ fn bench_tail_prints_json_for_machines() {
         assert!(p50 <= p9999 && p9999 <= slowest, "{row}");
     }
     assert!(rows.iter().any(|r| r["implementation"] == "governor"));
+    assert!(rows.iter().any(|r| r["implementation"] == "leakgate (leased)"));
 }
 
 #[test]
@@ -144,7 +149,8 @@ fn bench_tail_prints_a_table_for_people() {
         leakgate().args(["bench", "--tail", "--checks", "100", "--threads", "1"]).output().unwrap();
     assert!(out.status.success());
     let table = text(&out.stdout);
-    for says in ["p50", "p99.99", "slowest", "leakgate (tsc)", "governor", "mutex bucket"] {
+    let rows = ["leakgate (tsc)", "leakgate (leased)", "governor", "mutex bucket"];
+    for says in ["p50", "p99.99", "slowest"].into_iter().chain(rows) {
         assert!(table.contains(says), "{says}: {table}");
     }
     assert!(out.stderr.is_empty(), "no progress bar when stderr is not a terminal");
@@ -158,9 +164,9 @@ fn bench_throughput_json() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["kind"], "throughput");
-    assert_eq!(doc["single"].as_array().unwrap().len(), 2 * 4);
+    assert_eq!(doc["single"].as_array().unwrap().len(), 2 * 5, "with the leased row");
     assert_eq!(doc["keyed"].as_array().unwrap().len(), 2 * 4);
-    let denied = &doc["single"][4];
+    let denied = &doc["single"][5];
     assert_eq!(
         (denied["scenario"].as_str(), denied["threads"].as_u64()),
         (Some("denied"), Some(1))

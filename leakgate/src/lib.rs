@@ -222,6 +222,8 @@ mod exact;
 mod gcra;
 #[cfg(feature = "std")]
 mod keyed;
+#[cfg(feature = "std")]
+mod leased;
 mod limiter;
 #[cfg(feature = "alloc")]
 mod manual_clock;
@@ -247,6 +249,8 @@ pub use exact::ExactRate;
 pub use keyed::{
     CapacityError, KeyState, KeyedLimiter, OverflowPolicy, DEFAULT_CAPACITY, MAX_CAPACITY,
 };
+#[cfg(feature = "std")]
+pub use leased::{LeasedLimiter, Leases};
 pub use limiter::Limiter;
 #[cfg(feature = "alloc")]
 pub use manual_clock::ManualClock;

@@ -160,6 +160,21 @@ impl<C: Clock> Limiter<C> {
         self.check_n(0).map_or_else(|denied| denied.remaining(), |ok| ok.remaining())
     }
 
+    /// Whether `n` units would conform at `now_ns`, taking and writing nothing: one load and the
+    /// arithmetic. A hint (the state may move before a check acts on it), for
+    /// [`LeasedLimiter`](crate::LeasedLimiter), which asks before it reserves a slot for a lease;
+    /// a limiter whose quota was changed answers `true` and leaves the decision to the check.
+    #[cfg(feature = "std")]
+    #[inline(always)]
+    pub(crate) fn would_admit(&self, n: u64, now_ns: u64) -> bool {
+        let (seen, epoch) = self.state.read(&self.rates);
+        if epoch != 0 {
+            return true;
+        }
+        let rate = self.rates.first();
+        rate.admit(seen, rate.units_in(now_ns), n, 0).is_ok()
+    }
+
     /// Takes `n` at the clock reading `now_ns`, allowing `max_wait_ns` of wait (see
     /// [`bucket::take`]); on success, `admitted` of the state left, the clock in units, and the
     /// rate decided on. A check that meets a change of quota decides again on the new rate.

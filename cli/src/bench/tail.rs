@@ -5,8 +5,8 @@ use leakgate::TscClock;
 use leakgate_baselines::{time_each_check, Gate, LatencyHistogram, Scenario, Workload};
 
 /// The contenders, in table order; the first measures the timer alone.
-pub(super) const CONTENDERS: [&str; 4] =
-    ["timer only", "leakgate (tsc)", "governor", "mutex bucket"];
+pub(super) const CONTENDERS: [&str; 5] =
+    ["timer only", "leakgate (tsc)", "leakgate (leased)", "governor", "mutex bucket"];
 
 /// How many checks, in how many rounds, on how many threads.
 pub(super) struct Plan {
@@ -45,7 +45,8 @@ pub(super) fn measure(plan: &Plan) -> Vec<TailRow> {
         let leakgate = Scenario::Allowed.leakgate(TscClock::new());
         let governor = Scenario::Allowed.governor();
         let mutex = Scenario::Allowed.mutex_bucket();
-        let contenders: [&dyn Workload; 4] = [&Nothing, &leakgate, &governor, &mutex];
+        let leased = Scenario::Allowed.leased(TscClock::new());
+        let contenders: [&dyn Workload; 5] = [&Nothing, &leakgate, &leased, &governor, &mutex];
         let mut merged: Vec<TailRow> = CONTENDERS
             .iter()
             .map(|&contender| TailRow {

@@ -5,8 +5,8 @@ use leakgate_baselines::{median, ns_per_decision, KeyedContenders, Scenario, Wor
 use std::time::Duration;
 
 /// The single-limiter contenders, in table order.
-pub(super) const CONTENDERS: [&str; 4] =
-    ["leakgate (tsc)", "leakgate (coarse)", "governor", "mutex bucket"];
+pub(super) const CONTENDERS: [&str; 5] =
+    ["leakgate (tsc)", "leakgate (coarse)", "governor", "mutex bucket", "leakgate (leased)"];
 /// The contender the others are compared with, in both tables.
 pub(super) const GOVERNOR: usize = 2;
 /// The keyed table sizes: one that fits in a core's caches and one that does not.
@@ -40,8 +40,8 @@ pub(super) struct Results {
 }
 
 pub(super) fn measure(plan: &Plan) -> Results {
-    let scenarios = 2 + KEY_COUNTS.len();
-    let steps = scenarios * plan.threads.len() * plan.rounds * CONTENDERS.len();
+    // The keyed tables have one contender fewer than the single-limiter ones.
+    let steps = plan.threads.len() * plan.rounds * (2 * CONTENDERS.len() + KEY_COUNTS.len() * 4);
     let bar = super::progress(steps as u64);
     let mut single = Vec::new();
     for (name, scenario) in [("allowed", Scenario::Allowed), ("denied", Scenario::Denied)] {
@@ -49,7 +49,8 @@ pub(super) fn measure(plan: &Plan) -> Results {
         let coarse = scenario.leakgate(CoarseClock::new());
         let governor = scenario.governor();
         let mutex = scenario.mutex_bucket();
-        let contenders: [&dyn Workload; 4] = [&tsc, &coarse, &governor, &mutex];
+        let leased = scenario.leased(TscClock::new());
+        let contenders: [&dyn Workload; 5] = [&tsc, &coarse, &governor, &mutex, &leased];
         single.extend(rows(plan, name, &contenders, &bar));
     }
     let mut keyed = Vec::new();

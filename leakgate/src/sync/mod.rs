@@ -59,6 +59,34 @@ pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 #[cfg(feature = "std")]
 pub(crate) use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
 
+/// A small number for the calling thread, the same on every call from it: threads count up from
+/// 0 in the order they first ask. For spreading threads over a [`LeasedLimiter`]'s slots
+/// (`crate::leased`), so that threads started one after another land on different slots. A
+/// process-wide `std` counter under every cfg: loom models name their slots explicitly.
+///
+/// [`LeasedLimiter`]: crate::LeasedLimiter
+#[cfg(feature = "std")]
+#[inline]
+pub(crate) fn thread_index() -> usize {
+    use core::cell::Cell;
+    use std::sync::atomic::AtomicUsize;
+    /// The next index to hand out. Relaxed: a counter, ordering nothing else.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    std::thread_local! {
+        /// This thread's index, `usize::MAX` until it first asks (a `const` initialiser: no
+        /// lazy-initialisation check on each read).
+        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    INDEX.with(|index| {
+        let mut i = index.get();
+        if i == usize::MAX {
+            i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            index.set(i);
+        }
+        i
+    })
+}
+
 /// Whether this is a loom build, where atomics are loom's (larger) types: for layout assertions
 /// that hold only for the real ones.
 pub(crate) const LOOM: bool = cfg!(loom);
