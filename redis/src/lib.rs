@@ -220,37 +220,27 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod blocking;
-mod breaker;
-mod cell;
-mod client;
 mod clock;
-mod config;
+mod connection;
 mod error;
-mod fallback;
-mod lease;
-mod leasing;
-mod limiter;
-mod link;
-#[cfg(feature = "rules-file")]
-mod pushed;
-mod reservation;
-mod rules;
-mod runtime;
+mod limiters;
 mod script;
 mod stats;
-mod units;
 
-pub use blocking::RedisLimiter;
-pub use cell::AsyncRedisCell;
 pub use clock::SystemClock;
-pub use config::{Builder, FailurePolicy, LeaseConfig};
+pub use connection::builder::Builder;
+pub use connection::policy::FailurePolicy;
 pub use error::Error;
-pub use limiter::AsyncRedisLimiter;
+pub use limiters::blocking::RedisLimiter;
+pub use limiters::cell::AsyncRedisCell;
+pub use limiters::lease_config::LeaseConfig;
+pub use limiters::limiter::AsyncRedisLimiter;
+pub use limiters::reservation::RedisReservation;
 #[cfg(feature = "rules-file")]
-pub use pushed::{fetch_rules, push_rules, rules_to_toml, FollowEvent, PushedRules, RulesFollower};
-pub use reservation::RedisReservation;
-pub use rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
+pub use limiters::rules::{
+    fetch_rules, push_rules, rules_to_toml, FollowEvent, PushedRules, RulesFollower,
+};
+pub use limiters::rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 pub use stats::Stats;
 
 /// The README's examples, compiled as doctests.

@@ -4,8 +4,8 @@ use super::compiled::{CompiledRule, CompiledRules, CountsByPath};
 use super::fallback::RulesFallback;
 use super::in_force::InForce;
 use super::outcome;
-use crate::client::Client;
-use crate::config::Builder;
+use crate::connection::builder::Builder;
+use crate::connection::client::Client;
 use crate::error::Error;
 use crate::script::{Call, CallKey, Keep};
 use crate::stats::Stats;
@@ -352,5 +352,22 @@ impl fmt::Debug for AsyncRedisRuleLimiter {
         let rules = self.rules();
         let paths: Vec<&str> = rules.iter().map(|(path, _)| path).collect();
         f.debug_struct("AsyncRedisRuleLimiter").field("rules", &paths).finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Connects an [`AsyncRedisRuleLimiter`] enforcing `rules`, from async code.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .connect_rules_async(rules)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_rules_async(self, rules: Rules) -> Result<AsyncRedisRuleLimiter, Error> {
+        AsyncRedisRuleLimiter::from_builder(self, rules).await
     }
 }

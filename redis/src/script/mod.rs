@@ -6,8 +6,10 @@
 //! a restart or a `SCRIPT FLUSH`. Each call carries its deadline on Redis's clock: a script that
 //! starts later (Redis was frozen, or slow) changes nothing and answers [`Answer::Late`].
 
+pub(crate) mod units;
+
 use crate::error::Error;
-use crate::units::{Rate, Split, NS_PER_MS};
+use crate::script::units::{Rate, Split, NS_PER_MS};
 use leakgate::{Admitted, Denied};
 use std::time::Duration;
 
@@ -94,7 +96,7 @@ pub(crate) enum Keep<'a> {
 impl Call<'_> {
     /// The `EVALSHA` command for this call, which decides nothing if it starts after
     /// `deadline_us` on Redis's clock (`TIME`, µs since the epoch). Every number is below 2^53
-    /// (see [`crate::units`]).
+    /// (see [`crate::script::units`]).
     pub(crate) fn command(&self, sha: &str, deadline_us: u64) -> Result<redis::Cmd, Error> {
         // The quotas of the call, each once: the same `Rate` (by address) shared by several keys
         // (the keys of a plain limiter, or of one rule) is sent once.

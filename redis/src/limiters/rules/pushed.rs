@@ -23,8 +23,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use super::limiter::AsyncRedisRuleLimiter;
 use crate::error::Error;
-use crate::rules::AsyncRedisRuleLimiter;
 use leakgate::{OverflowPolicy, Rules};
 use std::fmt::Write as _;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

@@ -2,8 +2,8 @@
 //! and what each rule counts, as `leakgate::RuleLimiter` decides (see `leakgate::docs::rules`).
 
 use super::compiled::CompiledRule;
+use crate::script::units::Rate;
 use crate::script::{CallKey, Reply};
-use crate::units::Rate;
 use leakgate::{Admitted, Denied};
 use std::time::Duration;
 

@@ -1,10 +1,10 @@
 //! One round trip to Redis under a deadline, a circuit breaker and a bound on calls in flight.
 
-use crate::breaker::{Breaker, Gate};
-use crate::config::Builder;
+use crate::connection::breaker::{Breaker, Gate};
+use crate::connection::builder::Builder;
+use crate::connection::fallback::LocalClock;
+use crate::connection::link::Link;
 use crate::error::Error;
-use crate::fallback::LocalClock;
-use crate::link::Link;
 use crate::script::{self, Answer, Call, Reply};
 use crate::stats::Counters;
 use leakgate::{Clock, TscClock};
@@ -36,7 +36,7 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    /// Starts connecting in the background (see [`crate::link`]) and waits for the first
+    /// Starts connecting in the background (see [`crate::connection::link`]) and waits for the first
     /// connection at most the connect timeout. Fails only for a bad setting or a Redis that
     /// refuses the limiter, not for one that cannot be reached.
     pub(crate) async fn connect(b: &Builder) -> Result<Client, Error> {
