@@ -126,8 +126,8 @@ impl AsyncRedisCell {
         let decision = if n == 0 && backlog > rate.tau() {
             // A peek at a bucket past this quota's tau (a larger burst filled it): limited
             // until it is within it, as the inequality says for n = 0.
-            let over = rate.units_to_duration(backlog - rate.tau());
-            Err(Denied::new(0, rate.units_to_duration(backlog), Some(over)))
+            let over = rate.units_to_duration_ceil(backlog - rate.tau());
+            Err(Denied::new(0, rate.units_to_duration_ceil(backlog), Some(over)))
         } else if never {
             Err(reply.denied(&keys, 0, true))
         } else if reply.granted {

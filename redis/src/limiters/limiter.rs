@@ -99,7 +99,7 @@ impl AsyncRedisLimiter {
         key_head.push(b':');
         let shared = Shared {
             client,
-            min_burst: rates.iter().map(Rate::burst).min().unwrap_or(0),
+            min_burst: rates.iter().map(|r| r.quota().burst()).min().unwrap_or(0),
             rates,
             key_head,
             fallback,

@@ -145,7 +145,7 @@ impl Call<'_> {
             let n = if self.write { self.n.saturating_mul(key.times_named) } else { 0 };
             for rate in key.rates {
                 // Any cost above the burst refuses alike: one unit more keeps it in range.
-                let n = n.min(rate.burst().saturating_add(1));
+                let n = n.min(rate.quota().burst().saturating_add(1));
                 let cost =
                     rate.split(rate.cost(n)).ok_or(Error::InvalidRequest("cost out of range"))?;
                 let j = 1 + quotas.iter().position(|q| std::ptr::eq(*q, rate)).unwrap_or(0);
@@ -277,7 +277,7 @@ impl Reply {
         let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
         for (rate, backlog) in self.backlogs_after(keys, n) {
             remaining = remaining.min(rate.remaining(backlog));
-            reset_after = reset_after.max(rate.units_to_duration(backlog));
+            reset_after = reset_after.max(rate.units_to_duration_ceil(backlog));
         }
         Admitted::new(remaining.saturating_add(self.leased), reset_after)
     }
@@ -287,7 +287,7 @@ impl Reply {
         let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
         for (_, rate, backlog) in self.buckets(keys) {
             remaining = remaining.min(rate.remaining(backlog));
-            reset_after = reset_after.max(rate.units_to_duration(backlog));
+            reset_after = reset_after.max(rate.units_to_duration_ceil(backlog));
         }
         let retry =
             (!never).then(|| Duration::from_nanos(self.delay_ns - max_wait_ns.min(self.delay_ns)));

@@ -57,12 +57,12 @@ pub(crate) fn decide(
             let cost = cost_of(key, rate);
             let backlog = if denied { before } else { before + cost };
             remaining = remaining.min(rate.remaining(backlog));
-            reset = reset.max(rate.units_to_duration(backlog).as_nanos());
+            reset = reset.max(rate.units_to_duration_ceil(backlog).as_nanos());
             if denied && refuses(key, rate, before) {
                 retry = match retry {
                     Some(_) if cost > rate.tau() => None,
                     Some(longest) => {
-                        Some(longest.max(rate.units_to_duration(before + cost - rate.tau())))
+                        Some(longest.max(rate.units_to_duration_ceil(before + cost - rate.tau())))
                     }
                     None => None,
                 };
