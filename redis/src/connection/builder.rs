@@ -1,5 +1,6 @@
 //! How a limiter is set up: [`Builder`]. Each `connect*` is beside the limiter it builds.
 
+use crate::connection::cluster::Target;
 use crate::connection::policy::FailurePolicy;
 use crate::limiters::lease_config::LeaseConfig;
 use leakgate::{Clock, Quota};
@@ -24,7 +25,7 @@ use std::time::Duration;
 /// ```
 #[derive(Clone)]
 pub struct Builder {
-    pub(crate) url: String,
+    pub(crate) target: Target,
     pub(crate) quotas: Vec<Quota>,
     pub(crate) prefix: String,
     pub(crate) deadline: Duration,
@@ -47,7 +48,7 @@ impl Builder {
     /// ```
     pub fn new(url: impl Into<String>) -> Builder {
         Builder {
-            url: url.into(),
+            target: Target::One(url.into()),
             quotas: Vec::new(),
             prefix: "leakgate:".into(),
             deadline: Duration::from_millis(5),
@@ -60,6 +61,19 @@ impl Builder {
             breaker_failures: 3,
             breaker_open_for: Duration::from_millis(250),
         }
+    }
+
+    /// A builder for a Redis Cluster, reached through `seeds`: the URLs of any of its nodes
+    /// (one is enough; more help while a node is down). Every `connect*` works on it, with the
+    /// meaning of one node's limiter on every key (see the crate docs, *Redis Cluster*).
+    ///
+    /// ```
+    /// let b = leakgate_redis::Builder::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]);
+    /// # let _ = b;
+    /// ```
+    pub fn cluster(seeds: impl IntoIterator<Item = impl AsRef<str>>) -> Builder {
+        let seeds = seeds.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        Builder { target: Target::Cluster(seeds), ..Builder::new("") }
     }
 
     /// Adds a quota. A request conforms only if it conforms to every quota, and then it is
@@ -203,6 +217,7 @@ impl Builder {
 impl std::fmt::Debug for Builder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Builder")
+            .field("target", &self.target)
             .field("quotas", &self.quotas)
             .field("prefix", &self.prefix)
             .field("deadline", &self.deadline)

@@ -2,13 +2,14 @@
 
 use crate::connection::breaker::{Breaker, Gate};
 use crate::connection::builder::Builder;
+use crate::connection::cluster::Conn;
 use crate::connection::fallback::LocalClock;
 use crate::connection::link::Link;
 use crate::error::Error;
 use crate::script::{self, Answer, Call, Reply};
 use crate::stats::Counters;
 use leakgate::{Clock, TscClock};
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -45,7 +46,7 @@ impl Client {
         }
         // Longer than the deadline: the deadline decides, and counts a timeout as one.
         let response_timeout = b.deadline.saturating_mul(2) + Duration::from_millis(100);
-        let (link, connecting) = Link::open(&b.url, b.connect_timeout, response_timeout)?;
+        let (link, connecting) = Link::open(&b.target, b.connect_timeout, response_timeout)?;
         let monotonic = TscClock::new();
         let local_clock: LocalClock = match &b.caller_clock {
             Some(clock) => clock.clone(),
@@ -144,14 +145,10 @@ impl Client {
     }
 
     /// `EVALSHA`, loading the script again if Redis lost it (restart, `SCRIPT FLUSH`).
-    async fn eval(
-        &self,
-        mut conn: ConnectionManager,
-        cmd: &redis::Cmd,
-    ) -> redis::RedisResult<redis::Value> {
+    async fn eval(&self, mut conn: Conn, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         self.stats.round_trips.inc();
         // An error reply comes back as a value: turn it into an error to sort it.
-        match conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error) {
+        match conn.req_packed_command(cmd).await.and_then(redis::Value::extract_error) {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
                 self.stats.script_loads.inc();
                 let _: String = redis::cmd("SCRIPT")
@@ -159,7 +156,7 @@ impl Client {
                     .arg(script::SOURCE)
                     .query_async(&mut conn)
                     .await?;
-                conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error)
+                conn.req_packed_command(cmd).await.and_then(redis::Value::extract_error)
             }
             answer => answer,
         }

@@ -3,6 +3,7 @@
 //! * `builder`: [`Builder`](crate::Builder), every setting of a limiter (each `connect*` lives
 //!   beside the limiter it builds, in `crate::limiters`);
 //! * `policy`: [`FailurePolicy`](crate::FailurePolicy);
+//! * `cluster`: the target (one node or a cluster) and the connection to it;
 //! * `link`: one connection, remade in the background, and the map from this process's clock to
 //!   Redis's;
 //! * `breaker`: the circuit breaker;
@@ -13,6 +14,7 @@
 pub(crate) mod breaker;
 pub(crate) mod builder;
 pub(crate) mod client;
+pub(crate) mod cluster;
 pub(crate) mod fallback;
 pub(crate) mod link;
 pub(crate) mod policy;

@@ -50,6 +50,22 @@ impl RedisLimiter {
         Builder::new(url).quota(quota).connect()
     }
 
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes) with one quota and every
+    /// default: [`Builder::cluster`] then [`Builder::connect`].
+    ///
+    /// ```no_run
+    /// use leakgate_redis::RedisLimiter;
+    /// let seeds = ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
+    /// let lim = RedisLimiter::connect_cluster(&seeds, "100/s".parse()?)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        quota: Quota,
+    ) -> Result<RedisLimiter, Error> {
+        Builder::cluster(seeds).quota(quota).connect()
+    }
+
     /// A builder, for several quotas or other settings.
     ///
     /// ```

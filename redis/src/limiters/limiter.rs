@@ -73,6 +73,22 @@ impl AsyncRedisLimiter {
         Builder::new(url).quota(quota).connect_async().await
     }
 
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes) with one quota and every
+    /// default: [`Builder::cluster`] then [`Builder::connect_async`].
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let seeds = ["redis://127.0.0.1:7000/"];
+    /// let lim = leakgate_redis::AsyncRedisLimiter::connect_cluster(&seeds, "5/s".parse()?).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        quota: Quota,
+    ) -> Result<AsyncRedisLimiter, Error> {
+        Builder::cluster(seeds).quota(quota).connect_async().await
+    }
+
     /// A builder, for several quotas or other settings.
     ///
     /// ```

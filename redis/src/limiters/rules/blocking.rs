@@ -51,6 +51,23 @@ impl RedisRuleLimiter {
         Builder::new(url).connect_rules(rules)
     }
 
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes), enforcing `rules` with
+    /// every default: [`Builder::cluster`] then [`Builder::connect_rules`].
+    ///
+    /// ```no_run
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let seeds = ["redis://127.0.0.1:7000/"];
+    /// let lim = leakgate_redis::RedisRuleLimiter::connect_cluster(&seeds, rules)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        rules: Rules,
+    ) -> Result<RedisRuleLimiter, Error> {
+        Builder::cluster(seeds).connect_rules(rules)
+    }
+
     /// A builder, for other settings; finish it with [`connect_rules`](Builder::connect_rules).
     ///
     /// ```

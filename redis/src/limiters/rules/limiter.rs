@@ -68,6 +68,24 @@ impl AsyncRedisRuleLimiter {
         Builder::new(url).connect_rules_async(rules).await
     }
 
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes), enforcing `rules` with
+    /// every default: [`Builder::cluster`] then [`Builder::connect_rules_async`].
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let seeds = ["redis://127.0.0.1:7000/"];
+    /// let lim = leakgate_redis::AsyncRedisRuleLimiter::connect_cluster(&seeds, rules).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        rules: Rules,
+    ) -> Result<AsyncRedisRuleLimiter, Error> {
+        Builder::cluster(seeds).connect_rules_async(rules).await
+    }
+
     /// A builder, for other settings; finish it with
     /// [`connect_rules_async`](Builder::connect_rules_async).
     ///

@@ -1,0 +1,194 @@
+//! A limiter on a real six-node Redis Cluster decides exactly as the same limiter on one Redis
+//! and as the exact model, on the same manual clock, for keys spread over every master: plain
+//! limiters with several quotas, `check_all_n` over one `{tag}`, peeks, reservations, and rules
+//! limiters (shadow rules, several quotas, a reload). The cluster is started by the test and
+//! stopped with it (see `support/cluster.rs`).
+
+mod support;
+
+use leakgate::{ManualClock, Quota, Rules};
+use leakgate_redis::{Builder, RedisLimiter, RedisRuleLimiter};
+use std::collections::BTreeSet;
+use std::time::Duration;
+use support::model::{observed, Model};
+use support::{RedisCluster, RedisServer};
+
+/// A small seeded generator (xorshift), so every run plays the same sequence.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn quotas() -> Vec<Quota> {
+    vec!["7/s burst 5".parse().unwrap(), "100/min burst 12".parse().unwrap()]
+}
+
+/// A plain limiter on `builder`'s target with the test's quotas, on the caller's `clock`.
+fn plain(builder: Builder, clock: &ManualClock) -> RedisLimiter {
+    quotas()
+        .into_iter()
+        .fold(builder, Builder::quota)
+        .caller_clock(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .expiry_slack(Duration::from_secs(3600))
+        .connect()
+        .expect("a limiter")
+}
+
+/// Keys over many slots (so over every master), and two that share a tag.
+fn keys() -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0..12).map(|i| format!("user/{i}").into_bytes()).collect();
+    keys.push(b"{acme}/tenant".to_vec());
+    keys.push(b"{acme}/user/7".to_vec());
+    keys
+}
+
+#[test]
+fn plain_limiter_on_a_cluster_decides_as_on_one_node_and_as_the_model() {
+    let cluster = RedisCluster::start();
+    let server = RedisServer::start();
+    let clock = support::epoch();
+    let on_cluster = plain(Builder::cluster(cluster.seeds()), &clock);
+    let on_one = plain(Builder::new(server.url()), &clock);
+    let mut model = Model::new(quotas());
+    let keys = keys();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for step in 0..600 {
+        let key = keys[rng.below(keys.len() as u64) as usize].as_slice();
+        let n = rng.below(4);
+        let t = u64::try_from(clock.now().as_nanos()).unwrap();
+        let (a, b, expected) = match rng.below(10) {
+            0..=5 => {
+                (on_cluster.check_n(key, n), on_one.check_n(key, n), model.request(&[key], n, t, 0))
+            }
+            6 => (on_cluster.peek(key), on_one.peek(key), model.request(&[key], 0, t, 0)),
+            _ => {
+                let both: [&[u8]; 2] = [b"{acme}/tenant", b"{acme}/user/7"];
+                (
+                    on_cluster.check_all_n(&both, n),
+                    on_one.check_all_n(&both, n),
+                    model.request(&both, n, t, 0),
+                )
+            }
+        };
+        assert_eq!(a, b, "step {step}: cluster and one node differ");
+        assert_eq!(observed(a.map(|ok| (ok, 0))), expected, "step {step}: not the model's");
+        clock.advance(Duration::from_millis(rng.below(400)));
+    }
+    let stats = on_cluster.stats();
+    assert_eq!((stats.timeouts, stats.unavailable, stats.rejected), (0, 0, 0), "{stats:?}");
+    assert_eq!(stats.policy_admitted + stats.policy_denied, 0, "{stats:?}");
+    // The keys live on every master: the calls were routed by slot.
+    let holders: BTreeSet<u16> =
+        keys.iter().map(|k| cluster.master_of(&on_cluster.redis_key(k))).collect();
+    assert_eq!(holders.len(), 3, "the test's keys should cover all three masters");
+    assert!(cluster.keys("leakgate:*").len() >= 10, "buckets written on the masters");
+}
+
+#[test]
+fn reservations_on_a_cluster_queue_as_on_one_node() {
+    let cluster = RedisCluster::start();
+    let server = RedisServer::start();
+    let clock = support::epoch();
+    let on_cluster = plain(Builder::cluster(cluster.seeds()), &clock);
+    let on_one = plain(Builder::new(server.url()), &clock);
+    let mut rng = Rng(7);
+    for step in 0..200 {
+        let key = format!("queue/{}", rng.below(6));
+        let (n, wait) = (rng.below(4), Duration::from_millis(rng.below(3_000)));
+        let a = on_cluster.reserve_n(&key, n, wait).map(|r| r.ready_at());
+        let b = on_one.reserve_n(&key, n, wait).map(|r| r.ready_at());
+        assert_eq!(a, b, "step {step}");
+        clock.advance(Duration::from_millis(rng.below(300)));
+    }
+}
+
+fn rules(api_burst: u64) -> Rules {
+    let mut rules = Rules::new();
+    rules.insert("", ["2/s burst 3".parse().unwrap()]);
+    rules.insert(
+        "api",
+        [format!("10/s burst {api_burst}").parse().unwrap(), "600/min".parse().unwrap()],
+    );
+    rules.insert("api/beta", ["1/s burst 2".parse().unwrap()]).shadow(true);
+    rules.insert("tenant", ["5/s burst 4".parse().unwrap()]);
+    rules
+}
+
+fn rules_limiter(builder: Builder, clock: &ManualClock) -> RedisRuleLimiter {
+    builder
+        .caller_clock(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .expiry_slack(Duration::from_secs(3600))
+        .connect_rules(rules(8))
+        .expect("a rules limiter")
+}
+
+#[test]
+fn rules_limiter_on_a_cluster_decides_as_on_one_node() {
+    let cluster = RedisCluster::start();
+    let server = RedisServer::start();
+    let clock = support::epoch();
+    let on_cluster = rules_limiter(Builder::cluster(cluster.seeds()), &clock);
+    let on_one = rules_limiter(Builder::new(server.url()), &clock);
+    let single = ["api/a", "api/b/{x}", "api/beta/1", "other/9", "tenant/{acme}", "zzz"];
+    let mut rng = Rng(12345);
+    for step in 0..600 {
+        if step == 300 {
+            // A reload that changes quotas only: both carry every key over the same way.
+            on_cluster.reload(rules(4)).unwrap();
+            on_one.reload(rules(4)).unwrap();
+        }
+        let n = rng.below(4);
+        let (a, b) = match rng.below(8) {
+            0..=5 => {
+                let key = single[rng.below(single.len() as u64) as usize];
+                (on_cluster.check_n(key, n), on_one.check_n(key, n))
+            }
+            6 => {
+                let key = single[rng.below(single.len() as u64) as usize];
+                (on_cluster.peek(key), on_one.peek(key))
+            }
+            _ => {
+                let tagged = ["api/{acme}", "tenant/{acme}", "api/beta/{acme}"];
+                (on_cluster.check_all_n(&tagged, n), on_one.check_all_n(&tagged, n))
+            }
+        };
+        assert_eq!(a, b, "step {step}: cluster and one node differ");
+        clock.advance(Duration::from_millis(rng.below(300)));
+    }
+    assert_eq!(on_cluster.rule_stats(), on_one.rule_stats());
+    let stats = on_cluster.stats();
+    assert_eq!((stats.timeouts, stats.unavailable, stats.rejected), (0, 0, 0), "{stats:?}");
+}
+
+#[test]
+fn the_shorthands_connect_to_a_cluster() {
+    let cluster = RedisCluster::start();
+    let seeds = cluster.seeds();
+    // One seed is enough: the client reads the slot map from it.
+    let lim = RedisLimiter::connect_cluster(&seeds[..1], "1/h burst 2".parse().unwrap()).unwrap();
+    assert!(lim.check("a").is_ok() && lim.check("a").is_ok());
+    assert!(lim.check("a").is_err());
+    let mut r = Rules::new();
+    r.insert("x", ["1/h burst 1".parse().unwrap()]);
+    let rl = RedisRuleLimiter::connect_cluster(&seeds, r).unwrap();
+    assert!(rl.check("x/1").is_ok());
+    assert!(rl.check("x/1").is_err());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let q = "1/h burst 1".parse().unwrap();
+        let a = leakgate_redis::AsyncRedisLimiter::connect_cluster(&seeds, q).await.unwrap();
+        assert!(a.check("b").await.is_ok());
+        assert!(a.check("b").await.is_err());
+    });
+    // No seed at all is a configuration error, not a hang.
+    let none: [&str; 0] = [];
+    assert!(RedisLimiter::connect_cluster(none, "1/s".parse().unwrap()).is_err());
+}
