@@ -10,8 +10,9 @@ use leakgate::{ManualClock, Quota, Rules};
 use leakgate_redis::{Builder, RedisLimiter, RedisRuleLimiter};
 use std::collections::BTreeSet;
 use std::time::Duration;
+use support::cluster::RedisCluster;
 use support::model::{observed, Model};
-use support::{RedisCluster, RedisServer};
+use support::RedisServer;
 
 /// A small seeded generator (xorshift), so every run plays the same sequence.
 struct Rng(u64);

@@ -77,13 +77,12 @@ impl RedisCluster {
             .expect("sh, for the test cluster's watchdog");
         let stdin = watchdog.stdin.take();
         let mut lines = BufReader::new(watchdog.stdout.take().expect("piped")).lines();
-        let mut pids = Vec::new();
-        for _ in 0..NODES {
-            let pid = lines.next()?.ok()?.trim().parse::<i32>().ok()?;
-            pids.push(Pid::from_raw(pid));
-        }
+        let pids: Vec<Pid> = (0..NODES)
+            .map_while(|_| lines.next()?.ok()?.trim().parse::<i32>().ok().map(Pid::from_raw))
+            .collect();
+        // Dropped unless whole: the watchdog then stops whatever started and removes `dir`.
         let cluster = RedisCluster { watchdog, stdin, ports, pids, dir };
-        cluster.create().then_some(cluster)
+        (cluster.pids.len() == NODES && cluster.create()).then_some(cluster)
     }
 
     /// `redis-cli --cluster create`, then waits for the cluster to be whole.

@@ -9,7 +9,6 @@ pub mod model;
 pub mod reload_model;
 pub mod server;
 
-pub use cluster::RedisCluster;
 pub use server::RedisServer;
 use std::time::Duration;
 
