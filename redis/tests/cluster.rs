@@ -193,3 +193,45 @@ fn the_shorthands_connect_to_a_cluster() {
     let none: [&str; 0] = [];
     assert!(RedisLimiter::connect_cluster(none, "1/s".parse().unwrap()).is_err());
 }
+
+#[test]
+fn keys_in_different_slots_are_refused_whole_and_charge_nothing() {
+    let cluster = RedisCluster::start();
+    let clock = support::epoch();
+    let lim = plain(Builder::cluster(cluster.seeds()), &clock);
+    // "a" and "b" hash to different slots (15495 and 3300).
+    let refused = lim.check_all_n(&["a", "b"], 1).unwrap_err();
+    assert_eq!((refused.remaining(), refused.retry_after()), (0, None));
+    assert!(cluster.keys("leakgate:*").is_empty(), "nothing charged");
+    let stats = lim.stats();
+    assert_eq!((stats.round_trips, stats.rejected, stats.breaker_opened), (0, 0, 0), "{stats:?}");
+    // The same keys under one tag are decided together.
+    assert!(lim.check_all_n(&["{t}a", "{t}b"], 1).is_ok());
+    let rules = rules_limiter(Builder::cluster(cluster.seeds()), &clock);
+    let err = rules.try_check_all_n(&["api/a", "tenant/b"], 1).unwrap_err();
+    assert!(err.to_string().contains("hash slot"), "{err}");
+    assert!(rules.try_check_all_n(&["api/{a}", "tenant/{a}"], 1).unwrap().is_ok());
+}
+
+#[test]
+fn a_reload_that_moves_keys_to_another_slot_keeps_them_decidable() {
+    let cluster = RedisCluster::start();
+    let clock = support::epoch();
+    let lim = rules_limiter(Builder::cluster(cluster.seeds()), &clock);
+    // "api/x/1" is under "api"; a new override "api/x" moves it to another path, whose Redis key
+    // hashes elsewhere (no tag): the old path is not carried there, and nothing fails.
+    for _ in 0..3 {
+        lim.check("api/x/1").unwrap();
+        lim.check("api/x/{t}").unwrap();
+    }
+    let mut moved = rules(8);
+    moved.insert("api/x", ["1/s burst 1".parse().unwrap()]);
+    lim.reload(moved).unwrap();
+    assert!(lim.try_check_n("api/x/1", 1).unwrap().is_ok(), "starts afresh under api/x");
+    assert!(lim.try_check_n("api/x/1", 1).unwrap().is_err());
+    // A tagged key's old and new Redis keys share a slot: carried over as on one node.
+    let carried = lim.try_check_n("api/x/{t}", 1).unwrap();
+    assert!(carried.is_ok());
+    let stats = lim.stats();
+    assert_eq!((stats.rejected, stats.unavailable, stats.timeouts), (0, 0, 0), "{stats:?}");
+}

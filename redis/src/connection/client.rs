@@ -2,7 +2,7 @@
 
 use crate::connection::breaker::{Breaker, Gate};
 use crate::connection::builder::Builder;
-use crate::connection::cluster::Conn;
+use crate::connection::cluster::{Conn, Target};
 use crate::connection::fallback::LocalClock;
 use crate::connection::link::Link;
 use crate::error::Error;
@@ -20,6 +20,8 @@ pub(crate) struct Client {
     /// The connection (made in the background) and Redis's clock.
     link: Arc<Link>,
     sha: String,
+    /// Whether the target is a Redis Cluster: a call's keys must then share a slot.
+    cluster: bool,
     /// The start of every Redis key of this limiter.
     pub(crate) prefix: Vec<u8>,
     pub(crate) deadline: Duration,
@@ -59,6 +61,7 @@ impl Client {
         let client = Client {
             link,
             sha: script::sha(),
+            cluster: matches!(b.target, Target::Cluster(_)),
             prefix: b.prefix.clone().into_bytes(),
             deadline: b.deadline,
             caller_clock: b.caller_clock.clone(),
@@ -100,7 +103,7 @@ impl Client {
         // The script's deadline: when this call gives up, on Redis's clock (never later).
         let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
         let give_up = self.link.now_ns().saturating_add(budget_ns);
-        let cmd = call.command(&self.sha, self.link.redis_us(give_up))?;
+        let cmd = call.command(&self.sha, self.link.redis_us(give_up), self.cluster)?;
         let gate = self.breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
             self.stats.short_circuited.inc();

@@ -11,6 +11,7 @@ pub(crate) mod units;
 use crate::error::Error;
 use crate::script::units::{Rate, Split, NS_PER_MS};
 use leakgate::{Admitted, Denied};
+use redis::cluster_routing::Slot;
 use std::time::Duration;
 
 /// The script's source: the arguments, the reply and the fast path (`gcra.lua`), then the
@@ -96,8 +97,19 @@ pub(crate) enum Keep<'a> {
 impl Call<'_> {
     /// The `EVALSHA` command for this call, which decides nothing if it starts after
     /// `deadline_us` on Redis's clock (`TIME`, µs since the epoch). Every number is below 2^53
-    /// (see [`crate::script::units`]).
-    pub(crate) fn command(&self, sha: &str, deadline_us: u64) -> Result<redis::Cmd, Error> {
+    /// (see [`crate::script::units`]). On a Redis Cluster (`one_slot`), the keys must share a
+    /// hash slot (else [`Error::InvalidRequest`]), and an origin in another slot than its key is
+    /// left out: the key starts afresh under its new path there (see the crate docs).
+    pub(crate) fn command(
+        &self,
+        sha: &str,
+        deadline_us: u64,
+        one_slot: bool,
+    ) -> Result<redis::Cmd, Error> {
+        if one_slot && !same_slot(self.keys.iter().map(|k| k.name.as_slice())) {
+            return Err(Error::InvalidRequest(CROSS_SLOT));
+        }
+        let origins_of = |key| origins_in_slot(key, one_slot);
         // The quotas of the call, each once: the same `Rate` (by address) shared by several keys
         // (the keys of a plain limiter, or of one rule) is sent once.
         let mut quotas: Vec<&Rate> = Vec::new();
@@ -109,11 +121,11 @@ impl Call<'_> {
             }
         }
         let mut cmd = redis::cmd("EVALSHA");
-        let origins: usize = self.keys.iter().map(|key| key.origins.len()).sum();
+        let origins: usize = self.keys.iter().map(|key| origins_of(key).len()).sum();
         cmd.arg(sha).arg(self.keys.len() + origins);
         for key in self.keys {
             cmd.arg(key.name.as_slice());
-            for origin in &key.origins {
+            for origin in origins_of(key) {
                 cmd.arg(origin.name.as_slice());
             }
         }
@@ -152,8 +164,9 @@ impl Call<'_> {
                 cmd.arg(j).arg(cost.ms).arg(cost.lo);
             }
             if self.keep == Keep::Rules {
-                cmd.arg(key.origins.len());
-                for origin in &key.origins {
+                let origins = origins_of(key);
+                cmd.arg(origins.len());
+                for origin in origins {
                     cmd.arg(origin.quotas);
                 }
             }
@@ -176,6 +189,23 @@ impl Call<'_> {
     pub(crate) fn buckets(&self) -> usize {
         self.keys.iter().map(|key| key.rates.len()).sum()
     }
+}
+
+/// A key's origins; on a Redis Cluster (`one_slot`), only those in the key's slot.
+fn origins_in_slot<'k>(key: &'k CallKey<'_>, one_slot: bool) -> Vec<&'k Origin> {
+    let slot = one_slot.then(|| Slot::for_key(&key.name));
+    key.origins.iter().filter(|o| slot.is_none_or(|s| Slot::for_key(&o.name) == s)).collect()
+}
+
+/// Why a call over several hash slots is refused on a Redis Cluster.
+pub(crate) const CROSS_SLOT: &str =
+    "on a Redis Cluster, the keys of one call must share a hash slot: give them a common {tag}";
+
+/// Whether every key hashes to one Redis Cluster slot (its `{tag}`, or the whole key).
+pub(crate) fn same_slot<'a>(mut keys: impl Iterator<Item = &'a [u8]>) -> bool {
+    let Some(first) = keys.next() else { return true };
+    let slot = Slot::for_key(first);
+    keys.all(|k| Slot::for_key(k) == slot)
 }
 
 /// The largest integer a Lua number holds exactly (2^53 - 1).
