@@ -125,6 +125,29 @@ impl RedisCluster {
         false
     }
 
+    /// Waits until every live node reports the cluster ok with all slots served by three
+    /// masters (after a failover: the replica promoted), replicas or not.
+    pub fn wait_ok(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            let ok = self.live_ports().iter().all(|&p| {
+                self.query(p, &["CLUSTER", "INFO"]).is_some_and(|info| {
+                    info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+                })
+            });
+            if ok && self.masters().len() == 3 && self.masters().iter().all(|&m| self.is_live(m)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Whether the node on `port` is running.
+    pub fn is_live(&self, port: u16) -> bool {
+        !has_exited(self.pid(port))
+    }
+
     /// Whether every master that serves slots has a replica that is up and in sync.
     fn replicated(&self) -> bool {
         self.masters().iter().all(|&p| {
