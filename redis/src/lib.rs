@@ -41,11 +41,10 @@
 //! conform to every quota and is charged to all of them, or to none. [`RedisLimiter::check_all_n`]
 //! does the same across several keys in one script call.
 //!
-//! **Redis Cluster:** the keys of one call must live in one hash slot. Redis hashes only the part
-//! of a key between the first `{` and the next `}` when there is one, and the prefix never
-//! contains `{`, so give keys that are checked together a common tag: `"{acme}/tenant"` and
-//! `"{acme}/user/42"`. A single key needs no tag. (This crate connects to one node; a Cluster
-//! client is future work.)
+//! **Redis Cluster** (see [below](#redis-cluster)): the keys of one call must live in one hash
+//! slot. Redis hashes only the part of a key between the first `{` and the next `}` when there
+//! is one, and the prefix never contains `{`, so give keys that are checked together a common
+//! tag: `"{acme}/tenant"` and `"{acme}/user/42"`. A single key needs no tag.
 //!
 //! # Rules by key path
 //! A [`RedisRuleLimiter`] (blocking) or [`AsyncRedisRuleLimiter`] enforces a [`leakgate::Rules`]
@@ -139,14 +138,39 @@
 //!
 //! **Redis Cluster.** A key's Redis keys under its old and its new path hash to one slot when
 //! the key has its own `{tag}` (only the key's tag can decide the slot: rule paths escape
-//! braces). Without a tag they hash apart; this crate talks to one node, and a Cluster client
-//! would have to carry such keys only when their slots agree.
+//! braces). Without a tag they usually hash apart: on a cluster, the script is then not sent the
+//! old path's key, and the key starts afresh under its new path (as a key moved by more than four
+//! routing changes does).
 //!
 //! **Upgrading from script version 2.** Version 3 (this one) stores each rule bucket's `tau`.
 //! It reads a version 2 bucket with the meaning it was written with (its level, debt included),
 //! once, and writes it in its own form. A version 2 server does not know that form: it answers
 //! such a key with an error (its failure policy decides; by default it refuses). Upgrade the
 //! servers that share a Redis together, or accept those refusals meanwhile.
+//!
+//! # Redis Cluster
+//! [`Builder::cluster`] (and `connect_cluster` on each limiter) connects to a Redis Cluster
+//! through seed URLs, any of its nodes. Each call goes to the master of its keys' hash slot in
+//! one script run, so every key, whatever its slot, has exactly the meaning above: exact GCRA,
+//! several quotas, `check_all_n` over one `{tag}`, reservations, leases, rules, reloads, shadow
+//! rules and stats, with the decisions a single Redis gives on the same clock. The client follows
+//! `MOVED` and `ASK` (a slot migration), refreshes the slot map, and loads the script again on a
+//! node that answers `NOSCRIPT` (a promoted replica, a new master). The deadline, the breaker (one
+//! for the whole cluster: a master that does not answer opens it for every key), the bound on
+//! calls in flight and the failure policy are those of one node.
+//!
+//! * **Keys of one call in different slots** are refused whole, before any round trip
+//!   ([`Error::InvalidRequest`] from the `try_` methods; a refusal with `retry_after() == None`
+//!   otherwise): never admitted in part, never charged. Give them a common `{tag}`. (A two-phase
+//!   decision across slots is not built yet.)
+//! * **Failover.** Replication is asynchronous: a master that dies before its replica got its
+//!   last writes loses them, and each key it held may admit up to one burst more around the loss
+//!   (as in *When Redis loses keys*, below; leases find the loss as there). While the replica is
+//!   promoted (about the cluster's `cluster-node-timeout` and a second), the failure policy
+//!   answers for the keys of that master's slots, each call within its deadline.
+//! * **Clocks.** With Redis `TIME`, each key is decided on its master's clock: keep the masters'
+//!   clocks synced (a key never moves between masters except by a failover or a migration, when
+//!   a clock step between the two moves its bucket's time by the skew).
 //!
 //! # redis-cell's bucket
 //! An [`AsyncRedisCell`] keeps one bucket per key, its TAT, and decides each call under the
