@@ -211,6 +211,26 @@ impl RedisCluster {
         panic!("no master serves slot {slot}");
     }
 
+    /// The cluster node id of the node on `port`.
+    pub fn node_id(&self, port: u16) -> String {
+        self.query(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID")
+    }
+
+    /// Moves `slots` hash slots from the master on `from` to the master on `to`, keys included
+    /// (`redis-cli --cluster reshard`: `MIGRATE`, clients see `ASK` and then `MOVED`); whether
+    /// it succeeded.
+    pub fn reshard(&self, from: u16, to: u16, slots: u32) -> bool {
+        Command::new(binary("redis-cli"))
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{from}")])
+            .args(["--cluster-from", &self.node_id(from), "--cluster-to", &self.node_id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .args(["--cluster-pipeline", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
     /// The pid of the node on `port`.
     pub fn pid(&self, port: u16) -> Pid {
         self.pids[self.ports.iter().position(|&p| p == port).expect("a node's port")]
