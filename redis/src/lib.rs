@@ -262,7 +262,8 @@ pub use limiters::limiter::AsyncRedisLimiter;
 pub use limiters::reservation::RedisReservation;
 #[cfg(feature = "rules-file")]
 pub use limiters::rules::{
-    fetch_rules, push_rules, rules_to_toml, FollowEvent, PushedRules, RulesFollower,
+    fetch_rules, fetch_rules_cluster, push_rules, push_rules_cluster, rules_to_toml, FollowEvent,
+    PushedRules, RulesFollower,
 };
 pub use limiters::rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 pub use stats::Stats;

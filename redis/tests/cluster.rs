@@ -235,3 +235,18 @@ fn a_reload_that_moves_keys_to_another_slot_keeps_them_decidable() {
     let stats = lim.stats();
     assert_eq!((stats.rejected, stats.unavailable, stats.timeouts), (0, 0, 0), "{stats:?}");
 }
+
+#[test]
+fn rules_pushed_to_a_cluster_are_fetched_from_it() {
+    let cluster = RedisCluster::start();
+    let seeds = cluster.seeds();
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    assert_eq!(leakgate_redis::fetch_rules_cluster(&seeds, "p:").unwrap(), None);
+    let pushed = rules(8);
+    assert_eq!(leakgate_redis::push_rules_cluster(&seeds, "p:", &pushed).unwrap(), 1);
+    assert_eq!(leakgate_redis::push_rules_cluster(&seeds[1..2], "p:", &pushed).unwrap(), 2);
+    // Read back through any other node: the key lives on one master, the client finds it.
+    let got = leakgate_redis::fetch_rules_cluster(&seeds[4..], "p:").unwrap().unwrap();
+    assert_eq!((got.version, got.rules), (2, pushed));
+    assert!(leakgate_redis::push_rules_cluster(&[], "p:", &rules(8)).is_err());
+}

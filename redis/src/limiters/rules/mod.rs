@@ -21,4 +21,7 @@ mod pushed;
 pub use blocking::RedisRuleLimiter;
 pub use limiter::AsyncRedisRuleLimiter;
 #[cfg(feature = "rules-file")]
-pub use pushed::{fetch_rules, push_rules, rules_to_toml, FollowEvent, PushedRules, RulesFollower};
+pub use pushed::{
+    fetch_rules, fetch_rules_cluster, push_rules, push_rules_cluster, rules_to_toml, FollowEvent,
+    PushedRules, RulesFollower,
+};

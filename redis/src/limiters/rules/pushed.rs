@@ -65,6 +65,19 @@ fn connect(url: &str) -> Result<redis::Connection, Error> {
     Ok(con)
 }
 
+/// A blocking connection to a Redis Cluster through `seeds`.
+fn connect_cluster(seeds: &[&str]) -> Result<redis::cluster::ClusterConnection, Error> {
+    if seeds.is_empty() {
+        return Err(Error::Config("a cluster needs at least one seed URL".into()));
+    }
+    let client = redis::cluster::ClusterClient::builder(seeds.iter().copied())
+        .connection_timeout(IO_TIMEOUT)
+        .response_timeout(IO_TIMEOUT)
+        .build()
+        .map_err(|e| Error::Config(e.to_string()))?;
+    client.get_connection().map_err(Error::from_redis)
+}
+
 /// Stores `rules` under `prefix` (`"leakgate:"` is the limiters' default) in the Redis at
 /// `url`, and returns the new version. Blocking.
 ///
@@ -75,13 +88,37 @@ fn connect(url: &str) -> Result<redis::Connection, Error> {
 /// # let _ = version; Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn push_rules(url: &str, prefix: &str, rules: &Rules) -> Result<u64, Error> {
+    let text = toml_of(rules)?;
+    push(&mut connect(url)?, prefix, text)
+}
+
+/// [`push_rules`] on a Redis Cluster reached through `seeds` (any of its nodes): the rules are
+/// one Redis key, stored on the master of its slot, where every follower on the cluster reads it.
+///
+/// ```no_run
+/// let mut rules = leakgate::Rules::new();
+/// rules.insert("api", ["10/s".parse()?]);
+/// let seeds = ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
+/// let version = leakgate_redis::push_rules_cluster(&seeds, "leakgate:", &rules)?;
+/// # let _ = version; Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn push_rules_cluster(seeds: &[&str], prefix: &str, rules: &Rules) -> Result<u64, Error> {
+    let text = toml_of(rules)?;
+    push(&mut connect_cluster(seeds)?, prefix, text)
+}
+
+/// `rules` as TOML, checked to read back as the same rules.
+fn toml_of(rules: &Rules) -> Result<String, Error> {
     let text = rules_to_toml(rules);
     // What is stored must read back as the same rules.
     if Rules::from_toml(&text).as_ref() != Ok(rules) {
         return Err(Error::Config("these rules do not survive a round trip through TOML".into()));
     }
-    let mut con = connect(url)?;
-    redis::Script::new(PUSH).key(key(prefix)).arg(text).invoke(&mut con).map_err(Error::from_redis)
+    Ok(text)
+}
+
+fn push(con: &mut dyn redis::ConnectionLike, prefix: &str, text: String) -> Result<u64, Error> {
+    redis::Script::new(PUSH).key(key(prefix)).arg(text).invoke(con).map_err(Error::from_redis)
 }
 
 /// The rules last pushed under `prefix`, or `None` if none was. Blocking.
@@ -96,7 +133,18 @@ pub fn fetch_rules(url: &str, prefix: &str) -> Result<Option<PushedRules>, Error
     fetch(&mut connect(url)?, prefix)
 }
 
-fn fetch(con: &mut redis::Connection, prefix: &str) -> Result<Option<PushedRules>, Error> {
+/// [`fetch_rules`] on a Redis Cluster reached through `seeds` (any of its nodes).
+///
+/// ```no_run
+/// let seeds = ["redis://127.0.0.1:7000/"];
+/// let pushed = leakgate_redis::fetch_rules_cluster(&seeds, "leakgate:")?;
+/// # let _ = pushed; Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn fetch_rules_cluster(seeds: &[&str], prefix: &str) -> Result<Option<PushedRules>, Error> {
+    fetch(&mut connect_cluster(seeds)?, prefix)
+}
+
+fn fetch(con: &mut dyn redis::ConnectionLike, prefix: &str) -> Result<Option<PushedRules>, Error> {
     let (version, text): (Option<u64>, Option<String>) = redis::cmd("HMGET")
         .arg(key(prefix))
         .arg("version")
