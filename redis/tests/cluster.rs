@@ -250,3 +250,37 @@ fn rules_pushed_to_a_cluster_are_fetched_from_it() {
     assert_eq!((got.version, got.rules), (2, pushed));
     assert!(leakgate_redis::push_rules_cluster(&[], "p:", &rules(8)).is_err());
 }
+
+#[test]
+fn leases_and_the_cell_work_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let clock = support::epoch();
+    // Leases: a hot key served mostly from leased units, never past burst + W / T.
+    let lim = Builder::cluster(cluster.seeds())
+        .quota("100/s burst 20".parse().unwrap())
+        .caller_clock(clock.clone())
+        .expiry_slack(Duration::from_secs(3600))
+        .deadline(Duration::from_secs(5))
+        .leases(leakgate_redis::LeaseConfig::new(16))
+        .connect()
+        .unwrap();
+    let mut admitted = 0u64;
+    for _ in 0..2_000 {
+        admitted += u64::from(lim.check("hot").is_ok());
+        clock.advance(Duration::from_micros(500));
+    }
+    // 2000 checks over 1 s of the clock: at most 20 + 100 units (one more for the last slot).
+    assert!(admitted <= 20 + 100 + 1, "admitted {admitted}");
+    assert!(admitted >= 100, "admitted only {admitted}");
+    let stats = lim.stats();
+    assert!(stats.round_trips < 2_000 / 2, "leases saved no round trip: {stats:?}");
+    // redis-cell's bucket (serve's CL.THROTTLE with --redis) on the cluster.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let cell = Builder::cluster(cluster.seeds()).connect_cell_async().await.unwrap();
+        let q: Quota = "1/h burst 2".parse().unwrap();
+        assert!(cell.try_check_n(b"c", q, 1).await.unwrap().is_ok());
+        assert!(cell.try_check_n(b"c", q, 1).await.unwrap().is_ok());
+        assert!(cell.try_check_n(b"c", q, 1).await.unwrap().is_err());
+    });
+}
