@@ -6,7 +6,8 @@
 //! The same client (one process, 64 tokio tasks on 2 worker threads, a plain limiter) against
 //! each target, interleaved, 3 rounds, medians: decisions/s and Redis CPU (user + system, summed
 //! over the masters) per decision, for 1024 distinct keys (spread over every slot) and for one
-//! hot key (the worst pattern: one master does all the work); then a hot key with leases on the
+//! hot key (the worst pattern: one master does all the work), and the cluster with
+//! `wait_for_replicas(1)` (a `WAIT` after each admission); then a hot key with leases on the
 //! cluster: round trips saved.
 
 #[path = "../tests/support/mod.rs"]
@@ -32,6 +33,7 @@ fn main() {
     println!("one node at {}, cluster masters {masters:?}; {secs} s per measurement", server.url());
     for (pattern, keys) in [("1024 distinct keys", 1024), ("one hot key", 1)] {
         let (mut one_rate, mut one_cpu, mut cl_rate, mut cl_cpu) = (vec![], vec![], vec![], vec![]);
+        let (mut wait_rate, mut wait_cpu) = (vec![], vec![]);
         for round in 0..3 {
             let b = Builder::new(server.url());
             let (r, c) = measure(&rt, b, &one, keys, run_for, round);
@@ -41,6 +43,10 @@ fn main() {
             let (r, c) = measure(&rt, b, &masters, keys, run_for, round);
             cl_rate.push(r);
             cl_cpu.push(c);
+            let b = Builder::cluster(cluster.seeds()).wait_for_replicas(1);
+            let (r, c) = measure(&rt, b, &masters, keys, run_for, round);
+            wait_rate.push(r);
+            wait_cpu.push(c);
         }
         println!("\n{pattern}, {TASKS} tasks (median of 3; rounds in brackets):");
         println!(
@@ -54,6 +60,12 @@ fn main() {
             median(&mut cl_rate.clone()),
             rounded(&cl_rate),
             median(&mut cl_cpu)
+        );
+        println!(
+            "  3 m., WAIT {:>9.0} decisions/s {:?}   Redis CPU {:>5.1} us/decision (all masters)",
+            median(&mut wait_rate.clone()),
+            rounded(&wait_rate),
+            median(&mut wait_cpu)
         );
     }
     let (decisions, trips) = rt.block_on(leased(&cluster, run_for));

@@ -284,3 +284,49 @@ fn leases_and_the_cell_work_on_a_cluster() {
         assert!(cell.try_check_n(b"c", q, 1).await.unwrap().is_err());
     });
 }
+
+#[test]
+fn wait_for_replicas_answers_once_a_replica_has_the_charge() {
+    let cluster = RedisCluster::start();
+    let server = RedisServer::start();
+    let clock = support::epoch();
+    let with_wait = |b: Builder, replicas| {
+        b.quota("1/h burst 3".parse().unwrap())
+            .caller_clock(clock.clone())
+            .expiry_slack(Duration::from_secs(3600))
+            .deadline(Duration::from_millis(300))
+            .wait_for_replicas(replicas)
+            .connect()
+            .unwrap()
+    };
+    // Each master has one replica: its charges reach it, and the limiter decides as without WAIT.
+    let durable = with_wait(Builder::cluster(cluster.seeds()), 1);
+    for i in 0..12 {
+        assert!(durable.check(format!("w{i}")).is_ok(), "w{i}");
+    }
+    let stats = durable.stats();
+    assert_eq!(
+        (stats.timeouts, stats.policy_denied, stats.redis_admitted),
+        (0, 0, 12),
+        "{stats:?}"
+    );
+    assert_eq!(stats.round_trips, 24, "one WAIT per admission: {stats:?}");
+    // A refusal charges nothing and waits for nothing.
+    for _ in 0..3 {
+        let _ = durable.check("full");
+    }
+    let before = durable.stats().round_trips;
+    assert!(durable.check("full").is_err());
+    assert_eq!(durable.stats().round_trips, before + 1);
+    // Two replicas never ack (there is one): the policy (deny) answers, the charge stays.
+    let too_many = with_wait(Builder::cluster(cluster.seeds()), 2);
+    assert!(too_many.check("x").is_err());
+    assert_eq!(too_many.stats().timeouts, 1);
+    assert!(durable.check("x").is_ok(), "x was charged once: two units left");
+    assert!(durable.check("x").is_ok());
+    assert!(durable.check("x").is_err());
+    // One node without replicas: the same.
+    let alone = with_wait(Builder::new(server.url()), 1);
+    assert!(alone.check("y").is_err());
+    assert_eq!(alone.stats().policy_denied, 1);
+}

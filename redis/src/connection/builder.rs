@@ -37,6 +37,7 @@ pub struct Builder {
     pub(crate) max_in_flight: usize,
     pub(crate) breaker_failures: u32,
     pub(crate) breaker_open_for: Duration,
+    pub(crate) wait_replicas: u32,
 }
 
 impl Builder {
@@ -60,6 +61,7 @@ impl Builder {
             max_in_flight: 1024,
             breaker_failures: 3,
             breaker_open_for: Duration::from_millis(250),
+            wait_replicas: 0,
         }
     }
 
@@ -194,6 +196,23 @@ impl Builder {
     /// ```
     pub fn max_in_flight(mut self, max: usize) -> Builder {
         self.max_in_flight = max.max(1);
+        self
+    }
+
+    /// Durability through failover (default 0: off): after a call that charged a bucket, wait
+    /// (Redis `WAIT`, within what is left of the deadline) until `replicas` replicas of the
+    /// key's master have the charge. A call whose charge did not reach them in time is answered
+    /// by the failure policy (the charge stays: it may only refuse more). So a failover to a
+    /// replica that has it loses no admitted unit, and the over-admission bound of a failover
+    /// (one burst per key, see the crate docs) falls to 0 for those replicas; the cost is one
+    /// more round trip per admitted request and the replication delay.
+    ///
+    /// ```
+    /// let b = leakgate_redis::Builder::cluster(["redis://127.0.0.1:7000/"]).wait_for_replicas(1);
+    /// # let _ = b;
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32) -> Builder {
+        self.wait_replicas = replicas;
         self
     }
 

@@ -34,6 +34,8 @@ pub(crate) struct Client {
     pub(crate) expiry_slack_ms: u64,
     breaker: Breaker,
     breaker_open_for: Duration,
+    /// Replicas a charge must reach before its call answers (`WAIT`; 0: none).
+    wait_replicas: u32,
     pub(crate) stats: Counters,
     in_flight: Semaphore,
 }
@@ -70,6 +72,7 @@ impl Client {
             expiry_slack_ms: u64::try_from(slack.as_millis()).unwrap_or(u64::MAX),
             breaker: Breaker::new(b.breaker_failures, b.breaker_open_for),
             breaker_open_for: b.breaker_open_for,
+            wait_replicas: b.wait_replicas,
             stats: Counters::default(),
             in_flight: Semaphore::new(b.max_in_flight),
         };
@@ -113,13 +116,20 @@ impl Client {
             self.stats.overloaded.inc();
             return Err(Error::Overloaded);
         };
-        let answer = tokio::time::timeout(budget, self.eval(conn, &cmd)).await;
-        drop(permit);
+        let started = std::time::Instant::now();
+        let answer = tokio::time::timeout(budget, self.eval(conn.clone(), &cmd)).await;
         let error = match answer.map(|got| got.map(|value| Answer::parse(value, call))) {
             Ok(Ok(Ok(Answer::Decided(reply)))) => {
                 self.breaker.success();
                 self.link.observe(reply.redis_us, self.link.now_ns());
-                return Ok(reply);
+                let left = budget.saturating_sub(started.elapsed());
+                let charged = call.write && reply.granted;
+                if self.wait_replicas == 0 || !charged || self.replicated(conn, call, left).await {
+                    return Ok(reply);
+                }
+                // Answered, but not durable in time: the policy answers; the charge stays.
+                self.stats.timeouts.inc();
+                return Err(Error::Timeout(self.deadline));
             }
             // Redis started the script after the call's deadline: as if it had not answered.
             Ok(Ok(Ok(Answer::Late { redis_us }))) => {
@@ -131,6 +141,7 @@ impl Client {
             Ok(Err(e)) => Error::from_redis(e),
             Err(_) => Error::Timeout(self.deadline),
         };
+        drop(permit);
         match &error {
             Error::Timeout(_) => self.stats.timeouts.inc(),
             Error::Unavailable(_) => self.stats.unavailable.inc(),
@@ -145,6 +156,16 @@ impl Client {
             self.breaker.success();
         }
         Err(error)
+    }
+
+    /// Whether `wait_replicas` replicas of the call's master got its charge within `left`.
+    async fn replicated(&self, mut conn: Conn, call: &Call<'_>, left: Duration) -> bool {
+        let Some(key) = call.keys.first() else { return true };
+        self.stats.round_trips.inc();
+        let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        let wait = conn.wait(&key.name, self.wait_replicas, ms);
+        let acked = tokio::time::timeout(left + Duration::from_millis(5), wait).await;
+        matches!(acked, Ok(Ok(n)) if n >= u64::from(self.wait_replicas))
     }
 
     /// `EVALSHA`, loading the script again if Redis lost it (restart, `SCRIPT FLUSH`).

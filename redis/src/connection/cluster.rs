@@ -24,6 +24,7 @@
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use std::time::Duration;
 
@@ -70,6 +71,30 @@ impl ConnectionLike for Conn {
             Conn::One(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
+    }
+}
+
+impl Conn {
+    /// `WAIT replicas timeout_ms` on the node that holds `key` (on one node: that node): how many
+    /// replicas have every write this connection sent it so far. `timeout_ms` is at least 1
+    /// (`WAIT` with 0 would block for ever).
+    pub(crate) async fn wait(
+        &mut self,
+        key: &[u8],
+        replicas: u32,
+        timeout_ms: u64,
+    ) -> redis::RedisResult<u64> {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(timeout_ms.max(1));
+        let value = match self {
+            Conn::One(c) => c.req_packed_command(&cmd).await?,
+            Conn::Cluster(c) => {
+                let node = Route::with_key(key, SlotAddr::Master);
+                let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(node));
+                c.route_command(cmd, at).await?
+            }
+        };
+        Ok(redis::from_redis_value(value.extract_error()?)?)
     }
 }
 
