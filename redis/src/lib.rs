@@ -168,6 +168,9 @@
 //!   (as in *When Redis loses keys*, below; leases find the loss as there). While the replica is
 //!   promoted (about the cluster's `cluster-node-timeout` and a second), the failure policy
 //!   answers for the keys of that master's slots, each call within its deadline.
+//!   [`Builder::wait_for_replicas`] makes each charge reach a replica before its call answers
+//!   (Redis `WAIT`): a failover to that replica then loses no admitted unit, at a cost in
+//!   throughput.
 //! * **Clocks.** With Redis `TIME`, each key is decided on its master's clock: keep the masters'
 //!   clocks synced (a key never moves between masters except by a failover or a migration, when
 //!   a clock step between the two moves its bucket's time by the skew).

@@ -204,8 +204,10 @@ impl Builder {
     /// key's master have the charge. A call whose charge did not reach them in time is answered
     /// by the failure policy (the charge stays: it may only refuse more). So a failover to a
     /// replica that has it loses no admitted unit, and the over-admission bound of a failover
-    /// (one burst per key, see the crate docs) falls to 0 for those replicas; the cost is one
-    /// more round trip per admitted request and the replication delay.
+    /// (one burst per key, see the crate docs) falls to 0 for those replicas. The cost is one
+    /// more round trip per admitted request, and Redis holds the connection (shared by every
+    /// call of the limiter) until the replica acknowledges: measured on a 3-master cluster on
+    /// 2 cores, 4 to 7 times fewer decisions per second (the crate's README).
     ///
     /// ```
     /// let b = leakgate_redis::Builder::cluster(["redis://127.0.0.1:7000/"]).wait_for_replicas(1);
