@@ -155,9 +155,11 @@
 //! several quotas, `check_all_n` over one `{tag}`, reservations, leases, rules, reloads, shadow
 //! rules and stats, with the decisions a single Redis gives on the same clock. The client follows
 //! `MOVED` and `ASK` (a slot migration), refreshes the slot map, and loads the script again on a
-//! node that answers `NOSCRIPT` (a promoted replica, a new master). The deadline, the breaker (one
-//! for the whole cluster: a master that does not answer opens it for every key), the bound on
-//! calls in flight and the failure policy are those of one node.
+//! node that answers `NOSCRIPT` (a promoted replica, a new master). The deadline, the bound on
+//! calls in flight and the failure policy are those of one node; the breaker is one per 256
+//! consecutive hash slots, so a master that stops answering opens the breakers of its own slots
+//! (and of at most two ranges it shares with a neighbour), and the other masters' keys are still
+//! decided by Redis meanwhile.
 //!
 //! * **Keys of one call in different slots** are refused whole, before any round trip
 //!   ([`Error::InvalidRequest`] from the `try_` methods; a refusal with `retry_after() == None`

@@ -151,6 +151,8 @@ fn a_master_killed_under_load_fails_over_within_the_bound() {
         }
         assert!(count >= BURST, "k{i} admitted only {count}");
     }
+    let counts: Vec<u64> = admitted.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    eprintln!("failover: admitted per key {counts:?}, on the lost master {on_victim:?}");
     let stats = lim.stats();
     eprintln!(
         "failover: {} keys on the lost master, {over} units over the bound {bound} (at most {} a \

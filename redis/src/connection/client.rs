@@ -2,7 +2,7 @@
 
 use crate::connection::breaker::{Breaker, Gate};
 use crate::connection::builder::Builder;
-use crate::connection::cluster::{Conn, Target};
+use crate::connection::cluster::{self, Conn, Target};
 use crate::connection::fallback::LocalClock;
 use crate::connection::link::Link;
 use crate::error::Error;
@@ -13,6 +13,11 @@ use redis::aio::ConnectionLike;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
+
+/// Consecutive hash slots that share a breaker on a cluster.
+const SLOTS_PER_BREAKER: usize = 256;
+/// Breakers of a cluster client.
+const CLUSTER_BREAKERS: usize = cluster::SLOTS as usize / SLOTS_PER_BREAKER;
 
 /// The connection to Redis and what guards each call on it: the deadline, the circuit breaker,
 /// the bound on calls in flight, the clocks and the counters. Shared by every kind of limiter.
@@ -32,7 +37,10 @@ pub(crate) struct Client {
     pub(crate) local_clock: LocalClock,
     monotonic: TscClock,
     pub(crate) expiry_slack_ms: u64,
-    breaker: Breaker,
+    /// One breaker for one node; on a cluster, one per [`SLOTS_PER_BREAKER`] consecutive hash
+    /// slots, so that a master that stops answering opens the breakers of its own slots (and of
+    /// at most two shared at the edges of its ranges), not the other masters'.
+    breakers: Box<[Breaker]>,
     breaker_open_for: Duration,
     /// Replicas a charge must reach before its call answers (`WAIT`; 0: none).
     wait_replicas: u32,
@@ -52,6 +60,7 @@ impl Client {
         let response_timeout = b.deadline.saturating_mul(2) + Duration::from_millis(100);
         let (link, connecting) = Link::open(&b.target, b.connect_timeout, response_timeout)?;
         let monotonic = TscClock::new();
+        let cluster = matches!(b.target, Target::Cluster(_));
         let local_clock: LocalClock = match &b.caller_clock {
             Some(clock) => clock.clone(),
             None => Arc::new(monotonic.clone()),
@@ -63,14 +72,16 @@ impl Client {
         let client = Client {
             link,
             sha: script::sha(),
-            cluster: matches!(b.target, Target::Cluster(_)),
+            cluster,
             prefix: b.prefix.clone().into_bytes(),
             deadline: b.deadline,
             caller_clock: b.caller_clock.clone(),
             local_clock,
             monotonic,
             expiry_slack_ms: u64::try_from(slack.as_millis()).unwrap_or(u64::MAX),
-            breaker: Breaker::new(b.breaker_failures, b.breaker_open_for),
+            breakers: (0..if cluster { CLUSTER_BREAKERS } else { 1 })
+                .map(|_| Breaker::new(b.breaker_failures, b.breaker_open_for))
+                .collect(),
             breaker_open_for: b.breaker_open_for,
             wait_replicas: b.wait_replicas,
             stats: Counters::default(),
@@ -87,7 +98,7 @@ impl Client {
 
     /// When asking Redis again may help, after a failed call.
     pub(crate) fn retry_hint(&self) -> Duration {
-        if self.breaker.is_open() || !self.link.is_ready() {
+        if self.breakers.iter().any(Breaker::is_open) || !self.link.is_ready() {
             self.breaker_open_for
         } else {
             self.deadline
@@ -107,7 +118,8 @@ impl Client {
         let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
         let give_up = self.link.now_ns().saturating_add(budget_ns);
         let cmd = call.command(&self.sha, self.link.redis_us(give_up), self.cluster)?;
-        let gate = self.breaker.enter(self.monotonic.now_ns());
+        let breaker = self.breaker_of(call);
+        let gate = breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
             self.stats.short_circuited.inc();
             return Err(Error::CircuitOpen);
@@ -120,7 +132,7 @@ impl Client {
         let answer = tokio::time::timeout(budget, self.eval(conn.clone(), &cmd)).await;
         let error = match answer.map(|got| got.map(|value| Answer::parse(value, call))) {
             Ok(Ok(Ok(Answer::Decided(reply)))) => {
-                self.breaker.success();
+                breaker.success();
                 self.link.observe(reply.redis_us, self.link.now_ns());
                 let left = budget.saturating_sub(started.elapsed());
                 let charged = call.write && reply.granted;
@@ -148,14 +160,23 @@ impl Client {
             _ => self.stats.rejected.inc(),
         }
         if error.is_unavailable() {
-            if self.breaker.failure(self.monotonic.now_ns(), gate == Gate::Probe) {
+            if breaker.failure(self.monotonic.now_ns(), gate == Gate::Probe) {
                 self.stats.breaker_opened.inc();
             }
         } else {
             // Redis answered, if with an error: it is up.
-            self.breaker.success();
+            breaker.success();
         }
         Err(error)
+    }
+
+    /// The breaker of the call's keys (they share a slot on a cluster: `Call::command`).
+    fn breaker_of(&self, call: &Call<'_>) -> &Breaker {
+        let slot = match (self.cluster, call.keys.first()) {
+            (true, Some(key)) => usize::from(cluster::slot(&key.name)),
+            _ => 0,
+        };
+        &self.breakers[(slot / SLOTS_PER_BREAKER).min(self.breakers.len() - 1)]
     }
 
     /// Whether `wait_replicas` replicas of the call's master got its charge within `left`.

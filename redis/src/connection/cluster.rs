@@ -28,6 +28,20 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use std::time::Duration;
 
+/// Hash slots in a Redis Cluster.
+pub(crate) const SLOTS: u16 = 16_384;
+
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its `{tag}` (the bytes between its
+/// first `{` and the next `}`, when not empty) or else of the whole key, modulo [`SLOTS`].
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tag = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16::State::<crc16::XMODEM>::calculate(tag.unwrap_or(key)) % SLOTS
+}
+
 /// What a limiter connects to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -118,4 +132,20 @@ pub(crate) fn open(
         .set_connection_timeout(connect_timeout)
         .set_response_timeout(response_timeout);
     Ok(client.get_pending_async_connection_with_config(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::cluster_routing::Slot;
+
+    #[test]
+    fn slots_are_the_redis_crates_and_redis_own() {
+        // `CLUSTER KEYSLOT` on a real node: "a" 15495, "b" 3300.
+        assert_eq!((slot(b"a"), slot(b"b")), (15495, 3300));
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        for key in [&b""[..], b"{}", b"{}x", b"x{", b"x}{y}", b"{a}{b}", b"\xff{\x00}", b"k{t}a"] {
+            assert_eq!(Slot::new(slot(key)), Some(Slot::for_key(key)), "{key:?}");
+        }
+    }
 }

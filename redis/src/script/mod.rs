@@ -8,10 +8,10 @@
 
 pub(crate) mod units;
 
+use crate::connection::cluster::slot;
 use crate::error::Error;
 use crate::script::units::{Rate, Split, NS_PER_MS};
 use leakgate::{Admitted, Denied};
-use redis::cluster_routing::Slot;
 use std::time::Duration;
 
 /// The script's source: the arguments, the reply and the fast path (`gcra.lua`), then the
@@ -193,8 +193,8 @@ impl Call<'_> {
 
 /// A key's origins; on a Redis Cluster (`one_slot`), only those in the key's slot.
 fn origins_in_slot<'k>(key: &'k CallKey<'_>, one_slot: bool) -> Vec<&'k Origin> {
-    let slot = one_slot.then(|| Slot::for_key(&key.name));
-    key.origins.iter().filter(|o| slot.is_none_or(|s| Slot::for_key(&o.name) == s)).collect()
+    let home = one_slot.then(|| slot(&key.name));
+    key.origins.iter().filter(|o| home.is_none_or(|s| slot(&o.name) == s)).collect()
 }
 
 /// Why a call over several hash slots is refused on a Redis Cluster.
@@ -204,8 +204,8 @@ pub(crate) const CROSS_SLOT: &str =
 /// Whether every key hashes to one Redis Cluster slot (its `{tag}`, or the whole key).
 pub(crate) fn same_slot<'a>(mut keys: impl Iterator<Item = &'a [u8]>) -> bool {
     let Some(first) = keys.next() else { return true };
-    let slot = Slot::for_key(first);
-    keys.all(|k| Slot::for_key(k) == slot)
+    let home = slot(first);
+    keys.all(|k| slot(k) == home)
 }
 
 /// The largest integer a Lua number holds exactly (2^53 - 1).
