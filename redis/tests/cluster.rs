@@ -169,26 +169,38 @@ fn rules_limiter_on_a_cluster_decides_as_on_one_node() {
     assert_eq!((stats.timeouts, stats.unavailable, stats.rejected), (0, 0, 0), "{stats:?}");
 }
 
+/// A decision by Redis: the shorthands keep the 5 ms default deadline, which a machine busy with
+/// other tests may miss (the policy then answers, `Err` here): ask again, for up to 10 s.
+fn by_redis<D, E: std::fmt::Debug>(mut ask: impl FnMut() -> Result<D, E>) -> D {
+    let start = std::time::Instant::now();
+    loop {
+        match ask() {
+            Ok(decision) => return decision,
+            Err(e) if start.elapsed() > Duration::from_secs(10) => panic!("no decision: {e:?}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
 #[test]
 fn the_shorthands_connect_to_a_cluster() {
     let cluster = RedisCluster::start();
     let seeds = cluster.seeds();
     // One seed is enough: the client reads the slot map from it.
     let lim = RedisLimiter::connect_cluster(&seeds[..1], "1/h burst 2".parse().unwrap()).unwrap();
-    assert!(lim.check("a").is_ok() && lim.check("a").is_ok());
-    assert!(lim.check("a").is_err());
+    assert!(by_redis(|| lim.try_check_n("a", 1)).is_ok());
+    assert!(by_redis(|| lim.try_check_n("a", 1)).is_ok());
+    assert!(by_redis(|| lim.try_check_n("a", 1)).is_err());
     let mut r = Rules::new();
     r.insert("x", ["1/h burst 1".parse().unwrap()]);
     let rl = RedisRuleLimiter::connect_cluster(&seeds, r).unwrap();
-    assert!(rl.check("x/1").is_ok());
-    assert!(rl.check("x/1").is_err());
+    assert!(by_redis(|| rl.try_check_n("x/1", 1)).is_ok());
+    assert!(by_redis(|| rl.try_check_n("x/1", 1)).is_err());
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let q = "1/h burst 1".parse().unwrap();
-        let a = leakgate_redis::AsyncRedisLimiter::connect_cluster(&seeds, q).await.unwrap();
-        assert!(a.check("b").await.is_ok());
-        assert!(a.check("b").await.is_err());
-    });
+    let q = "1/h burst 1".parse().unwrap();
+    let a = rt.block_on(leakgate_redis::AsyncRedisLimiter::connect_cluster(&seeds, q)).unwrap();
+    assert!(by_redis(|| rt.block_on(a.try_check_n("b", 1))).is_ok());
+    assert!(by_redis(|| rt.block_on(a.try_check_n("b", 1))).is_err());
     // No seed at all is a configuration error, not a hang.
     let none: [&str; 0] = [];
     assert!(RedisLimiter::connect_cluster(none, "1/s".parse().unwrap()).is_err());
@@ -277,7 +289,8 @@ fn leases_and_the_cell_work_on_a_cluster() {
     // redis-cell's bucket (serve's CL.THROTTLE with --redis) on the cluster.
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let cell = Builder::cluster(cluster.seeds()).connect_cell_async().await.unwrap();
+        let cell = Builder::cluster(cluster.seeds()).deadline(Duration::from_secs(5));
+        let cell = cell.connect_cell_async().await.unwrap();
         let q: Quota = "1/h burst 2".parse().unwrap();
         assert!(cell.try_check_n(b"c", q, 1).await.unwrap().is_ok());
         assert!(cell.try_check_n(b"c", q, 1).await.unwrap().is_ok());
@@ -294,7 +307,7 @@ fn wait_for_replicas_answers_once_a_replica_has_the_charge() {
         b.quota("1/h burst 3".parse().unwrap())
             .caller_clock(clock.clone())
             .expiry_slack(Duration::from_secs(3600))
-            .deadline(Duration::from_millis(300))
+            .deadline(Duration::from_secs(2))
             .wait_for_replicas(replicas)
             .connect()
             .unwrap()
