@@ -261,6 +261,20 @@ fn rules_pushed_to_a_cluster_are_fetched_from_it() {
     let got = leakgate_redis::fetch_rules_cluster(&seeds[4..], "p:").unwrap().unwrap();
     assert_eq!((got.version, got.rules), (2, pushed));
     assert!(leakgate_redis::push_rules_cluster(&[], "p:", &rules(8)).is_err());
+    // A follower on the cluster hands over the version in force, then each new push.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let every = Duration::from_millis(20);
+    let _follower =
+        leakgate_redis::RulesFollower::start_cluster(&seeds[2..3], "p:", every, move |e| {
+            if let leakgate_redis::FollowEvent::Pushed(p) = e {
+                let _ = tx.send(p.version);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2));
+    leakgate_redis::push_rules_cluster(&seeds, "p:", &rules(4)).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(3));
 }
 
 #[test]

@@ -65,6 +65,24 @@ fn connect(url: &str) -> Result<redis::Connection, Error> {
     Ok(con)
 }
 
+/// Where a follower reads the pushed rules.
+enum Source {
+    One(String),
+    Cluster(Vec<String>),
+}
+
+impl Source {
+    fn connect(&self) -> Result<Box<dyn redis::ConnectionLike + Send>, Error> {
+        Ok(match self {
+            Source::One(url) => Box::new(connect(url)?),
+            Source::Cluster(seeds) => {
+                let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+                Box::new(connect_cluster(&seeds)?)
+            }
+        })
+    }
+}
+
 /// A blocking connection to a Redis Cluster through `seeds`.
 fn connect_cluster(seeds: &[&str]) -> Result<redis::cluster::ClusterConnection, Error> {
     if seeds.is_empty() {
@@ -249,27 +267,61 @@ impl RulesFollower {
         url: &str,
         prefix: &str,
         every: Duration,
-        mut on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
+        on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
     ) -> Result<RulesFollower, Error> {
         redis::Client::open(url).map_err(|e| Error::Config(e.to_string()))?;
-        let (url, prefix) = (url.to_string(), prefix.to_string());
+        RulesFollower::follow(Source::One(url.to_string()), prefix, every, on_version)
+    }
+
+    /// [`start`](Self::start) on a Redis Cluster reached through `seeds` (any of its nodes).
+    /// Fails only when no seed is given or one is not a URL.
+    ///
+    /// ```
+    /// use leakgate_redis::RulesFollower;
+    /// use std::time::Duration;
+    /// let none = RulesFollower::start_cluster(&[], "leakgate:", Duration::from_secs(1), |_| Ok(()));
+    /// assert!(none.is_err());
+    /// ```
+    pub fn start_cluster(
+        seeds: &[&str],
+        prefix: &str,
+        every: Duration,
+        on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
+    ) -> Result<RulesFollower, Error> {
+        if seeds.is_empty() {
+            return Err(Error::Config("a cluster needs at least one seed URL".into()));
+        }
+        for seed in seeds {
+            redis::Client::open(*seed).map_err(|e| Error::Config(e.to_string()))?;
+        }
+        let seeds = seeds.iter().map(|s| s.to_string()).collect();
+        RulesFollower::follow(Source::Cluster(seeds), prefix, every, on_version)
+    }
+
+    fn follow(
+        source: Source,
+        prefix: &str,
+        every: Duration,
+        mut on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
+    ) -> Result<RulesFollower, Error> {
+        let prefix = prefix.to_string();
         let every = every.max(Duration::from_millis(10));
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("leakgate-rules-follow".into())
             .spawn(move || {
-                let mut con: Option<redis::Connection> = None;
+                let mut con: Option<Box<dyn redis::ConnectionLike + Send>> = None;
                 let mut last = 0u64;
                 let (stopped, wake) = &*stopping;
                 let mut guard = stopped.lock().unwrap_or_else(PoisonError::into_inner);
                 while !*guard {
                     drop(guard);
                     if con.is_none() {
-                        con = connect(&url).ok();
+                        con = source.connect().ok();
                     }
                     if let Some(c) = con.as_mut() {
-                        match poll(c, &prefix, last) {
+                        match poll(c.as_mut(), &prefix, last) {
                             Ok(None) => {}
                             Ok(Some(Ok(pushed))) => {
                                 last = pushed.version;
@@ -322,7 +374,7 @@ impl RulesFollower {
 /// A version newer than `last`, if there is one: its rules, or why they cannot be read.
 #[allow(clippy::type_complexity)]
 fn poll(
-    con: &mut redis::Connection,
+    con: &mut dyn redis::ConnectionLike,
     prefix: &str,
     last: u64,
 ) -> Result<Option<Result<PushedRules, (u64, String)>>, Error> {
