@@ -219,6 +219,13 @@ fn rules_push_to_a_cluster_needs_one_target_and_says_why_it_failed() {
     let both = ["rules", "push", "--redis", "redis://127.0.0.1:1/", "--redis-cluster"];
     let out = leakgate().args(both).args(["redis://127.0.0.1:1/", file]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // serve takes one Redis or one cluster, not both.
+    let out = leakgate()
+        .args(["serve", "--rules", file, "--redis", "redis://127.0.0.1:1/"])
+        .args(["--redis-cluster", "redis://127.0.0.1:1/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     // Seeds that do not answer: exit 1 with the reason, within the connect timeouts.
     let seeds = "redis://127.0.0.1:1/,redis://127.0.0.1:2/";
     let out = leakgate().args(["rules", "push", "--redis-cluster", seeds, file]).output().unwrap();
