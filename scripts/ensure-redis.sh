@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Installs redis-server (the Debian package, which brings redis-cli from redis-tools) if it is
-# missing: leakgate-redis's tests and benchmark start their own servers on loopback ports, and
-# leakgate-test-support's Redis Cluster joins six of them with redis-cli. Needs root (CI runs
-# as root).
+# Installs redis-server (the Debian package, which brings redis-cli) if it is missing:
+# leakgate-redis's tests and benchmark start their own servers on loopback ports, and its cluster
+# tests join six of them with `redis-cli --cluster create`. Needs root (CI runs as root).
 set -euo pipefail
-if { command -v redis-server || [ -x /usr/bin/redis-server ]; } >/dev/null 2>&1 \
-    && { command -v redis-cli || [ -x /usr/bin/redis-cli ]; } >/dev/null 2>&1; then
+has() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/bin/$1" ]; }
+if has redis-server && has redis-cli; then
     echo "== redis-server is installed: $(PATH="$PATH:/usr/bin" redis-server --version)"
     exit 0
 fi

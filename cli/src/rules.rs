@@ -58,8 +58,11 @@ enum Command {
     /// Store a rules file in Redis with a new version, for every `leakgate serve --redis` on it
     Push {
         /// The Redis that the instances use (redis://host:port/db)
-        #[arg(long, value_name = "URL")]
-        redis: String,
+        #[arg(long, value_name = "URL", required_unless_present = "redis_cluster")]
+        redis: Option<String>,
+        /// Or the Redis Cluster they use: the URLs of any of its nodes, comma-separated
+        #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',', conflicts_with = "redis")]
+        redis_cluster: Vec<String>,
         /// The start of the Redis key (the instances' default)
         #[arg(long, value_name = "PREFIX", default_value = "leakgate:")]
         prefix: String,
@@ -74,7 +77,9 @@ pub(crate) fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Check { file } => check(&file),
         Command::Explain { file, key } => explain(&file, &key),
-        Command::Push { redis, prefix, file } => crate::rules_push::push(&redis, &prefix, &file),
+        Command::Push { redis, redis_cluster, prefix, file } => {
+            crate::rules_push::push(redis.as_deref(), &redis_cluster, &prefix, &file)
+        }
     }
 }
 

@@ -20,7 +20,8 @@ The rules file is leakgate's TOML (see `leakgate rules --help`), or envoyproxy/r
 configuration when it is named .yaml or .yml. It is read again on SIGHUP and when it changes;
 every key keeps the units it could admit (capped at the new burst), and a file that does not parse is refused (the reason is logged) while
 the rules in force stay. With --redis, the buckets live in that Redis and every instance on it
-shares them; rules pushed with `leakgate rules push` are picked up within a second.
+shares them (--redis-cluster URL[,URL...]: in a Redis Cluster, any of its nodes named); rules
+pushed with `leakgate rules push` are picked up within a second.
 
 Connections (every listener): at most --max-connections open at once per listener (one more is
 told so and closed), fitted below the open-files limit, whose soft value is raised to the hard one
@@ -72,15 +73,18 @@ pub(crate) struct Args {
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     http: Option<SocketAddr>,
     /// Keep the buckets in this Redis, shared by every instance (redis://host:port/db)
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", group = "redis_any")]
     redis: Option<String>,
+    /// Or keep them in this Redis Cluster: the URLs of any of its nodes, comma-separated
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',', group = "redis_any")]
+    redis_cluster: Vec<String>,
     /// With --redis: the longest a check waits for Redis before the failure policy (refuse)
     /// answers
-    #[arg(long, value_name = "D", value_parser = parse_duration, requires = "redis")]
+    #[arg(long, value_name = "D", value_parser = parse_duration, requires = "redis_any")]
     redis_deadline: Option<Duration>,
     /// With --redis: what a check answers when Redis gives none in time: deny (never above the
     /// limit), allow, or local=N (a bucket here at 1/N of each quota, for a fleet of N)
-    #[arg(long, value_name = "POLICY", value_parser = parse_policy, default_value = "deny", requires = "redis")]
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy, default_value = "deny", requires = "redis_any")]
     redis_failure: leakgate_redis::FailurePolicy,
     /// Add the IETF RateLimit, RateLimit-Policy (and Retry-After) fields to gRPC answers'
     /// response_headers_to_add
@@ -232,6 +236,9 @@ pub(crate) fn run(args: Args) -> ExitCode {
     }
     if let Some(url) = &args.redis {
         config = config.redis(url.clone());
+    }
+    if !args.redis_cluster.is_empty() {
+        config = config.redis_cluster(args.redis_cluster.clone());
     }
     config = config.redis_failure_policy(args.redis_failure);
     if let Some(deadline) = args.redis_deadline {

@@ -177,6 +177,35 @@ fn rules_push_stores_a_version_for_the_fleet() {
 }
 
 #[test]
+fn rules_push_to_a_cluster_needs_one_target_and_says_why_it_failed() {
+    let dir =
+        std::env::temp_dir().join(format!("leakgate-cli-push-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.toml");
+    std::fs::write(&rules, "api = \"10/s\"\n").unwrap();
+    let file = rules.to_str().unwrap();
+    // Neither target, or both: a usage error.
+    let out = leakgate().args(["rules", "push", file]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let both = ["rules", "push", "--redis", "redis://127.0.0.1:1/", "--redis-cluster"];
+    let out = leakgate().args(both).args(["redis://127.0.0.1:1/", file]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // serve takes one Redis or one cluster, not both.
+    let out = leakgate()
+        .args(["serve", "--rules", file, "--redis", "redis://127.0.0.1:1/"])
+        .args(["--redis-cluster", "redis://127.0.0.1:1/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // Seeds that do not answer: exit 1 with the reason, within the connect timeouts.
+    let seeds = "redis://127.0.0.1:1/,redis://127.0.0.1:2/";
+    let out = leakgate().args(["rules", "push", "--redis-cluster", seeds, file]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).starts_with("leakgate rules push: "), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn serve_and_rules_push_explain_themselves() {
     let out = leakgate().args(["serve", "--help"]).output().unwrap();
     assert!(out.status.success());

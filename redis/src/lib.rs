@@ -41,11 +41,10 @@
 //! conform to every quota and is charged to all of them, or to none. [`RedisLimiter::check_all_n`]
 //! does the same across several keys in one script call.
 //!
-//! **Redis Cluster:** the keys of one call must live in one hash slot. Redis hashes only the part
-//! of a key between the first `{` and the next `}` when there is one, and the prefix never
-//! contains `{`, so give keys that are checked together a common tag: `"{acme}/tenant"` and
-//! `"{acme}/user/42"`. A single key needs no tag. (This crate connects to one node; a Cluster
-//! client is future work.)
+//! **Redis Cluster** (see [below](#redis-cluster)): the keys of one call must live in one hash
+//! slot. Redis hashes only the part of a key between the first `{` and the next `}` when there
+//! is one, and the prefix never contains `{`, so give keys that are checked together a common
+//! tag: `"{acme}/tenant"` and `"{acme}/user/42"`. A single key needs no tag.
 //!
 //! # Rules by key path
 //! A [`RedisRuleLimiter`] (blocking) or [`AsyncRedisRuleLimiter`] enforces a [`leakgate::Rules`]
@@ -139,14 +138,44 @@
 //!
 //! **Redis Cluster.** A key's Redis keys under its old and its new path hash to one slot when
 //! the key has its own `{tag}` (only the key's tag can decide the slot: rule paths escape
-//! braces). Without a tag they hash apart; this crate talks to one node, and a Cluster client
-//! would have to carry such keys only when their slots agree.
+//! braces). Without a tag they usually hash apart: on a cluster, the script is then not sent the
+//! old path's key, and the key starts afresh under its new path (as a key moved by more than four
+//! routing changes does).
 //!
 //! **Upgrading from script version 2.** Version 3 (this one) stores each rule bucket's `tau`.
 //! It reads a version 2 bucket with the meaning it was written with (its level, debt included),
 //! once, and writes it in its own form. A version 2 server does not know that form: it answers
 //! such a key with an error (its failure policy decides; by default it refuses). Upgrade the
 //! servers that share a Redis together, or accept those refusals meanwhile.
+//!
+//! # Redis Cluster
+//! [`Builder::cluster`] (and `connect_cluster` on each limiter) connects to a Redis Cluster
+//! through seed URLs, any of its nodes. Each call goes to the master of its keys' hash slot in
+//! one script run, so every key, whatever its slot, has exactly the meaning above: exact GCRA,
+//! several quotas, `check_all_n` over one `{tag}`, reservations, leases, rules, reloads, shadow
+//! rules and stats, with the decisions a single Redis gives on the same clock. The client follows
+//! `MOVED` and `ASK` (a slot migration), refreshes the slot map, and loads the script again on a
+//! node that answers `NOSCRIPT` (a promoted replica, a new master). The deadline, the bound on
+//! calls in flight and the failure policy are those of one node; the breaker is one per 256
+//! consecutive hash slots, so a master that stops answering opens the breakers of its own slots
+//! (and of at most two ranges it shares with a neighbour), and the other masters' keys are still
+//! decided by Redis meanwhile.
+//!
+//! * **Keys of one call in different slots** are refused whole, before any round trip
+//!   ([`Error::InvalidRequest`] from the `try_` methods; a refusal with `retry_after() == None`
+//!   otherwise): never admitted in part, never charged. Give them a common `{tag}`. (A two-phase
+//!   decision across slots is not built yet.)
+//! * **Failover.** Replication is asynchronous: a master that dies before its replica got its
+//!   last writes loses them, and each key it held may admit up to one burst more around the loss
+//!   (as in *When Redis loses keys*, below; leases find the loss as there). While the replica is
+//!   promoted (about the cluster's `cluster-node-timeout` and a second), the failure policy
+//!   answers for the keys of that master's slots, each call within its deadline.
+//!   [`Builder::wait_for_replicas`] makes each charge reach a replica before its call answers
+//!   (Redis `WAIT`): a failover to that replica then loses no admitted unit, at a cost in
+//!   throughput.
+//! * **Clocks.** With Redis `TIME`, each key is decided on its master's clock: keep the masters'
+//!   clocks synced (a key never moves between masters except by a failover or a migration, when
+//!   a clock step between the two moves its bucket's time by the skew).
 //!
 //! # redis-cell's bucket
 //! An [`AsyncRedisCell`] keeps one bucket per key, its TAT, and decides each call under the
@@ -220,37 +249,28 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod blocking;
-mod breaker;
-mod cell;
-mod client;
 mod clock;
-mod config;
+mod connection;
 mod error;
-mod fallback;
-mod lease;
-mod leasing;
-mod limiter;
-mod link;
-#[cfg(feature = "rules-file")]
-mod pushed;
-mod reservation;
-mod rules;
-mod runtime;
+mod limiters;
 mod script;
 mod stats;
-mod units;
 
-pub use blocking::RedisLimiter;
-pub use cell::AsyncRedisCell;
 pub use clock::SystemClock;
-pub use config::{Builder, FailurePolicy, LeaseConfig};
+pub use connection::builder::Builder;
+pub use connection::policy::FailurePolicy;
 pub use error::Error;
-pub use limiter::AsyncRedisLimiter;
+pub use limiters::blocking::RedisLimiter;
+pub use limiters::cell::AsyncRedisCell;
+pub use limiters::lease_config::LeaseConfig;
+pub use limiters::limiter::AsyncRedisLimiter;
+pub use limiters::reservation::RedisReservation;
 #[cfg(feature = "rules-file")]
-pub use pushed::{fetch_rules, push_rules, rules_to_toml, FollowEvent, PushedRules, RulesFollower};
-pub use reservation::RedisReservation;
-pub use rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
+pub use limiters::rules::{
+    fetch_rules, fetch_rules_cluster, push_rules, push_rules_cluster, rules_to_toml, FollowEvent,
+    PushedRules, RulesFollower,
+};
+pub use limiters::rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
 pub use stats::Stats;
 
 /// The README's examples, compiled as doctests.

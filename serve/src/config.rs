@@ -24,6 +24,8 @@ pub struct Config {
     pub(crate) resp: Option<SocketAddr>,
     pub(crate) http: Option<SocketAddr>,
     pub(crate) redis: Option<String>,
+    /// Or a Redis Cluster's seed URLs (empty: none).
+    pub(crate) redis_cluster: Vec<String>,
     pub(crate) redis_deadline: Option<Duration>,
     pub(crate) redis_failure: leakgate_redis::FailurePolicy,
     pub(crate) rate_limit_headers: bool,
@@ -48,6 +50,7 @@ impl Config {
             resp: None,
             http: None,
             redis: None,
+            redis_cluster: Vec::new(),
             redis_deadline: None,
             redis_failure: leakgate_redis::FailurePolicy::Deny,
             rate_limit_headers: false,
@@ -98,6 +101,20 @@ impl Config {
     /// ```
     pub fn redis(mut self, url: impl Into<String>) -> Config {
         self.redis = Some(url.into());
+        self
+    }
+
+    /// Keeps the buckets in a Redis Cluster reached through `seeds` (any of its nodes), instead
+    /// of one Redis: every listener, the pushed rules and `/buckets` (every master) as with
+    /// [`redis`](Self::redis).
+    ///
+    /// ```
+    /// let config = leakgate_serve::Config::new("rules.toml")
+    ///     .redis_cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]);
+    /// # let _ = config;
+    /// ```
+    pub fn redis_cluster(mut self, seeds: impl IntoIterator<Item = impl Into<String>>) -> Config {
+        self.redis_cluster = seeds.into_iter().map(Into::into).collect();
         self
     }
 

@@ -88,6 +88,8 @@ pub(crate) struct Limits<C: Clock> {
     pub(crate) metrics: Metrics,
     /// With Redis: its URL, for listing the buckets kept there.
     pub(crate) redis_url: Option<String>,
+    /// With a Redis Cluster: its seed URLs, for listing the buckets on every master.
+    pub(crate) redis_cluster: Vec<String>,
     /// What the rules file watcher has seen and applied (SIGHUP tells it too).
     pub(crate) rules_file: Mutex<Settle>,
 }
@@ -113,6 +115,7 @@ impl<C: Clock + 'static> Limits<C> {
             loaded: Mutex::new((loaded, source, BTreeMap::new())),
             metrics: Metrics::default(),
             redis_url: None,
+            redis_cluster: Vec::new(),
             rules_file: Mutex::new(Settle::new(None)),
         }
     }

@@ -86,16 +86,20 @@ async fn start_inner<C: Clock + Clone + 'static>(
     }
     let budget = Arc::new(Budget::new(config.key_memory));
     let table = || Table::new(clock.clone(), budget.clone());
-    let stores = match &config.redis {
+    let redis_target = match (&config.redis, config.redis_cluster.is_empty()) {
+        (Some(url), _) => Some(leakgate_redis::Builder::new(url.clone())),
+        (None, false) => Some(leakgate_redis::Builder::cluster(&config.redis_cluster)),
+        (None, true) => None,
+    };
+    let stores = match &redis_target {
         None => (
             Backend::Memory(RuleLimiter::with_clock(loaded.rules.clone(), clock.clone())),
             CellStore::Memory(table()),
             Some(table()),
         ),
-        Some(url) => {
+        Some(target) => {
             let builder = || {
-                let mut builder =
-                    leakgate_redis::Builder::new(url.clone()).failure_policy(config.redis_failure);
+                let mut builder = target.clone().failure_policy(config.redis_failure);
                 if let Some(deadline) = config.redis_deadline {
                     builder = builder.deadline(deadline);
                 }
@@ -117,6 +121,7 @@ async fn start_inner<C: Clock + Clone + 'static>(
     let count = loaded.rules.len();
     let mut limits = Limits::new(stores, budget, loaded, source);
     limits.redis_url = config.redis.clone();
+    limits.redis_cluster = config.redis_cluster.clone();
     limits.rules_file = Mutex::new(Settle::new(Some(fingerprint)));
     let hash = format!("{:016x}", fingerprint.hash);
     let file = config.rules.display();
@@ -160,6 +165,10 @@ async fn start_inner<C: Clock + Clone + 'static>(
     }
     if let Some(url) = &config.redis {
         let follower = reload::follow_redis(limits.clone(), url, PUSH_POLL);
+        running.follower = Some(follower.map_err(|e| ServeError::Redis(e.to_string()))?);
+    } else if !config.redis_cluster.is_empty() {
+        let follower =
+            reload::follow_redis_cluster(limits.clone(), &config.redis_cluster, PUSH_POLL);
         running.follower = Some(follower.map_err(|e| ServeError::Redis(e.to_string()))?);
     }
     tasks.spawn(crate::tat::sweep_every(

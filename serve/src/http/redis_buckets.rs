@@ -1,5 +1,5 @@
-//! `/buckets` when the buckets live in Redis: found by `SCAN` over the service's keys, each read
-//! with a peek (cost 0, pipelined), one row per key.
+//! `/buckets` when the buckets live in Redis: found by `SCAN` over the service's keys (on a Redis
+//! Cluster, on every master), each read with a peek (cost 0, pipelined), one row per key.
 //!
 //! * The rules limiter's keys (`leakgate:gcra1@<rule path>:<key>`, as `leakgate-redis`
 //!   documents them): a Redis key is listed only when it is the key's bucket under the rules in
@@ -17,6 +17,9 @@ use super::row::Bucket;
 use crate::limits::{write_key, Limits, CELL_HEAD};
 use leakgate::{Admitted, Clock, Denied, Quota, Rules};
 use leakgate_redis::AsyncRedisCell;
+use redis::aio::ConnectionLike;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::Value;
 use std::time::Duration;
 
 /// The most Redis keys one answer scans.
@@ -33,27 +36,34 @@ pub(crate) async fn list<C: Clock + 'static>(
     prefix: &str,
     min_fill: f64,
 ) -> Result<(Vec<Bucket>, bool), String> {
-    let url = limits.redis_url.as_deref().ok_or("no Redis configured")?;
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let connect = client.get_multiplexed_async_connection();
-    let mut con = tokio::time::timeout(TIMEOUT, connect)
-        .await
-        .map_err(|_| "no connection to Redis in time".to_string())?
-        .map_err(|e| e.to_string())?;
+    let (mut con, nodes) = connect(limits).await?;
     let cell = limits.cell.redis();
     let cell_head = cell.map(|c| c.redis_key(b""));
     let (mut cursor, mut scanned) = (0u64, Vec::new());
-    loop {
-        let mut command = redis::cmd("SCAN");
-        command.arg(cursor).arg("MATCH").arg("leakgate:*").arg("COUNT").arg(1000);
-        let scan = command.query_async::<(u64, Vec<Vec<u8>>)>(&mut con);
-        let (next, keys) = tokio::time::timeout(TIMEOUT, scan)
-            .await
-            .map_err(|_| "Redis did not answer SCAN in time".to_string())?
-            .map_err(|e| e.to_string())?;
-        scanned.extend(keys);
-        cursor = next;
-        if cursor == 0 || scanned.len() >= MAX_SCANNED {
+    for node in &nodes {
+        cursor = 0;
+        loop {
+            let mut command = redis::cmd("SCAN");
+            command.arg(cursor).arg("MATCH").arg("leakgate:*").arg("COUNT").arg(1000);
+            let scan = async {
+                let value = match (&mut con, node) {
+                    (Con::Cluster(c), Some(at)) => c.route_command(command, at.clone()).await?,
+                    (c, _) => c.req_packed_command(&command).await?,
+                };
+                redis::from_redis_value::<(u64, Vec<Vec<u8>>)>(value.extract_error()?)
+                    .map_err(redis::RedisError::from)
+            };
+            let (next, keys) = tokio::time::timeout(TIMEOUT, scan)
+                .await
+                .map_err(|_| "Redis did not answer SCAN in time".to_string())?
+                .map_err(|e| e.to_string())?;
+            scanned.extend(keys);
+            cursor = next;
+            if cursor == 0 || scanned.len() >= MAX_SCANNED {
+                break;
+            }
+        }
+        if scanned.len() >= MAX_SCANNED {
             break;
         }
     }
@@ -107,6 +117,96 @@ pub(crate) async fn list<C: Clock + 'static>(
     }
     rows.sort_by(|a, b| a.key.cmp(&b.key));
     Ok((rows, truncated))
+}
+
+/// A connection to the service's Redis, one node or a cluster.
+enum Con {
+    One(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl ConnectionLike for Con {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        match self {
+            Con::One(c) => c.req_packed_command(cmd),
+            Con::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        match self {
+            Con::One(c) => c.req_packed_commands(pipeline, offset, count),
+            Con::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Con::One(c) => c.get_db(),
+            Con::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Connects, and names the nodes to scan: the one node (`None`), or every master of a cluster
+/// (from `CLUSTER SLOTS`).
+async fn connect<C: Clock + 'static>(
+    limits: &Limits<C>,
+) -> Result<(Con, Vec<Option<RoutingInfo>>), String> {
+    let timely = |e: Result<Result<Con, redis::RedisError>, _>| {
+        e.map_err(|_| "no connection to Redis in time".to_string())?.map_err(|e| e.to_string())
+    };
+    if let Some(url) = limits.redis_url.as_deref() {
+        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+        let connect = async { client.get_multiplexed_async_connection().await.map(Con::One) };
+        let con = timely(tokio::time::timeout(TIMEOUT, connect).await)?;
+        return Ok((con, vec![None]));
+    }
+    if limits.redis_cluster.is_empty() {
+        return Err("no Redis configured".into());
+    }
+    let client =
+        redis::cluster::ClusterClient::builder(limits.redis_cluster.iter().map(String::as_str))
+            .connection_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .build()
+            .map_err(|e| e.to_string())?;
+    let connect = async { client.get_async_connection().await.map(Con::Cluster) };
+    let mut con = timely(tokio::time::timeout(TIMEOUT, connect).await)?;
+    let mut cluster_slots = redis::cmd("CLUSTER");
+    cluster_slots.arg("SLOTS");
+    let slots = cluster_slots.query_async::<Value>(&mut con);
+    let slots = tokio::time::timeout(TIMEOUT, slots)
+        .await
+        .map_err(|_| "Redis did not answer CLUSTER SLOTS in time".to_string())?
+        .map_err(|e| e.to_string())?;
+    let mut masters: Vec<(String, u16)> = Vec::new();
+    if let Value::Array(ranges) = slots {
+        for range in ranges {
+            let Value::Array(range) = range else { continue };
+            let Some(Value::Array(master)) = range.get(2) else { continue };
+            let host =
+                master.first().and_then(|h| redis::from_redis_value::<String>(h.clone()).ok());
+            let port = master.get(1).and_then(|p| redis::from_redis_value::<u16>(p.clone()).ok());
+            if let (Some(host), Some(port)) = (host, port) {
+                if !masters.contains(&(host.clone(), port)) {
+                    masters.push((host, port));
+                }
+            }
+        }
+    }
+    let nodes = masters
+        .into_iter()
+        .map(|(host, port)| {
+            Some(RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }))
+        })
+        .collect();
+    Ok((con, nodes))
 }
 
 /// A rules limiter key's row, unless it is below `min_fill`.

@@ -112,9 +112,28 @@ pub(crate) fn follow_redis<C: Clock + 'static>(
     url: &str,
     every: Duration,
 ) -> Result<leakgate_redis::RulesFollower, leakgate_redis::Error> {
-    use leakgate_redis::{FollowEvent, RulesFollower};
-    let source_path = PathBuf::from(url);
-    RulesFollower::start(url, "leakgate:", every, move |event| match event {
+    let on_event = put_in_force(limits, PathBuf::from(url));
+    leakgate_redis::RulesFollower::start(url, "leakgate:", every, on_event)
+}
+
+/// [`follow_redis`] on a Redis Cluster reached through `seeds`.
+pub(crate) fn follow_redis_cluster<C: Clock + 'static>(
+    limits: Arc<Limits<C>>,
+    seeds: &[String],
+    every: Duration,
+) -> Result<leakgate_redis::RulesFollower, leakgate_redis::Error> {
+    let on_event = put_in_force(limits, PathBuf::from(seeds.join(",")));
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    leakgate_redis::RulesFollower::start_cluster(&seeds, "leakgate:", every, on_event)
+}
+
+/// What a follower does with each event: a pushed version is put in force.
+fn put_in_force<C: Clock + 'static>(
+    limits: Arc<Limits<C>>,
+    source_path: PathBuf,
+) -> impl FnMut(leakgate_redis::FollowEvent) -> Result<(), String> + Send + 'static {
+    use leakgate_redis::FollowEvent;
+    move |event| match event {
         FollowEvent::Pushed(pushed) => {
             let loaded = Ok(LoadedRules { rules: pushed.rules, ..LoadedRules::default() });
             let source = format!("redis version {}", pushed.version);
@@ -125,7 +144,7 @@ pub(crate) fn follow_redis<C: Clock + 'static>(
             Ok(())
         }
         _ => Ok(()),
-    })
+    }
 }
 
 /// Reads `path` every `every` and reloads it once a change is stable (see `crate::rules::settle`),

@@ -4,8 +4,8 @@ use super::compiled::{CompiledRule, CompiledRules, CountsByPath};
 use super::fallback::RulesFallback;
 use super::in_force::InForce;
 use super::outcome;
-use crate::client::Client;
-use crate::config::Builder;
+use crate::connection::builder::Builder;
+use crate::connection::client::Client;
 use crate::error::Error;
 use crate::script::{Call, CallKey, Keep};
 use crate::stats::Stats;
@@ -66,6 +66,24 @@ impl AsyncRedisRuleLimiter {
     /// ```
     pub async fn connect(url: &str, rules: Rules) -> Result<AsyncRedisRuleLimiter, Error> {
         Builder::new(url).connect_rules_async(rules).await
+    }
+
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes), enforcing `rules` with
+    /// every default: [`Builder::cluster`] then [`Builder::connect_rules_async`].
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let seeds = ["redis://127.0.0.1:7000/"];
+    /// let lim = leakgate_redis::AsyncRedisRuleLimiter::connect_cluster(&seeds, rules).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        rules: Rules,
+    ) -> Result<AsyncRedisRuleLimiter, Error> {
+        Builder::cluster(seeds).connect_rules_async(rules).await
     }
 
     /// A builder, for other settings; finish it with
@@ -352,5 +370,22 @@ impl fmt::Debug for AsyncRedisRuleLimiter {
         let rules = self.rules();
         let paths: Vec<&str> = rules.iter().map(|(path, _)| path).collect();
         f.debug_struct("AsyncRedisRuleLimiter").field("rules", &paths).finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Connects an [`AsyncRedisRuleLimiter`] enforcing `rules`, from async code.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .connect_rules_async(rules)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_rules_async(self, rules: Rules) -> Result<AsyncRedisRuleLimiter, Error> {
+        AsyncRedisRuleLimiter::from_builder(self, rules).await
     }
 }

@@ -23,8 +23,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use super::limiter::AsyncRedisRuleLimiter;
 use crate::error::Error;
-use crate::rules::AsyncRedisRuleLimiter;
 use leakgate::{OverflowPolicy, Rules};
 use std::fmt::Write as _;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -65,6 +65,37 @@ fn connect(url: &str) -> Result<redis::Connection, Error> {
     Ok(con)
 }
 
+/// Where a follower reads the pushed rules.
+enum Source {
+    One(String),
+    Cluster(Vec<String>),
+}
+
+impl Source {
+    fn connect(&self) -> Result<Box<dyn redis::ConnectionLike + Send>, Error> {
+        Ok(match self {
+            Source::One(url) => Box::new(connect(url)?),
+            Source::Cluster(seeds) => {
+                let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+                Box::new(connect_cluster(&seeds)?)
+            }
+        })
+    }
+}
+
+/// A blocking connection to a Redis Cluster through `seeds`.
+fn connect_cluster(seeds: &[&str]) -> Result<redis::cluster::ClusterConnection, Error> {
+    if seeds.is_empty() {
+        return Err(Error::Config("a cluster needs at least one seed URL".into()));
+    }
+    let client = redis::cluster::ClusterClient::builder(seeds.iter().copied())
+        .connection_timeout(IO_TIMEOUT)
+        .response_timeout(IO_TIMEOUT)
+        .build()
+        .map_err(|e| Error::Config(e.to_string()))?;
+    client.get_connection().map_err(Error::from_redis)
+}
+
 /// Stores `rules` under `prefix` (`"leakgate:"` is the limiters' default) in the Redis at
 /// `url`, and returns the new version. Blocking.
 ///
@@ -75,13 +106,37 @@ fn connect(url: &str) -> Result<redis::Connection, Error> {
 /// # let _ = version; Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn push_rules(url: &str, prefix: &str, rules: &Rules) -> Result<u64, Error> {
+    let text = toml_of(rules)?;
+    push(&mut connect(url)?, prefix, text)
+}
+
+/// [`push_rules`] on a Redis Cluster reached through `seeds` (any of its nodes): the rules are
+/// one Redis key, stored on the master of its slot, where every follower on the cluster reads it.
+///
+/// ```no_run
+/// let mut rules = leakgate::Rules::new();
+/// rules.insert("api", ["10/s".parse()?]);
+/// let seeds = ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
+/// let version = leakgate_redis::push_rules_cluster(&seeds, "leakgate:", &rules)?;
+/// # let _ = version; Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn push_rules_cluster(seeds: &[&str], prefix: &str, rules: &Rules) -> Result<u64, Error> {
+    let text = toml_of(rules)?;
+    push(&mut connect_cluster(seeds)?, prefix, text)
+}
+
+/// `rules` as TOML, checked to read back as the same rules.
+fn toml_of(rules: &Rules) -> Result<String, Error> {
     let text = rules_to_toml(rules);
     // What is stored must read back as the same rules.
     if Rules::from_toml(&text).as_ref() != Ok(rules) {
         return Err(Error::Config("these rules do not survive a round trip through TOML".into()));
     }
-    let mut con = connect(url)?;
-    redis::Script::new(PUSH).key(key(prefix)).arg(text).invoke(&mut con).map_err(Error::from_redis)
+    Ok(text)
+}
+
+fn push(con: &mut dyn redis::ConnectionLike, prefix: &str, text: String) -> Result<u64, Error> {
+    redis::Script::new(PUSH).key(key(prefix)).arg(text).invoke(con).map_err(Error::from_redis)
 }
 
 /// The rules last pushed under `prefix`, or `None` if none was. Blocking.
@@ -96,7 +151,18 @@ pub fn fetch_rules(url: &str, prefix: &str) -> Result<Option<PushedRules>, Error
     fetch(&mut connect(url)?, prefix)
 }
 
-fn fetch(con: &mut redis::Connection, prefix: &str) -> Result<Option<PushedRules>, Error> {
+/// [`fetch_rules`] on a Redis Cluster reached through `seeds` (any of its nodes).
+///
+/// ```no_run
+/// let seeds = ["redis://127.0.0.1:7000/"];
+/// let pushed = leakgate_redis::fetch_rules_cluster(&seeds, "leakgate:")?;
+/// # let _ = pushed; Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn fetch_rules_cluster(seeds: &[&str], prefix: &str) -> Result<Option<PushedRules>, Error> {
+    fetch(&mut connect_cluster(seeds)?, prefix)
+}
+
+fn fetch(con: &mut dyn redis::ConnectionLike, prefix: &str) -> Result<Option<PushedRules>, Error> {
     let (version, text): (Option<u64>, Option<String>) = redis::cmd("HMGET")
         .arg(key(prefix))
         .arg("version")
@@ -201,27 +267,61 @@ impl RulesFollower {
         url: &str,
         prefix: &str,
         every: Duration,
-        mut on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
+        on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
     ) -> Result<RulesFollower, Error> {
         redis::Client::open(url).map_err(|e| Error::Config(e.to_string()))?;
-        let (url, prefix) = (url.to_string(), prefix.to_string());
+        RulesFollower::follow(Source::One(url.to_string()), prefix, every, on_version)
+    }
+
+    /// [`start`](Self::start) on a Redis Cluster reached through `seeds` (any of its nodes).
+    /// Fails only when no seed is given or one is not a URL.
+    ///
+    /// ```
+    /// use leakgate_redis::RulesFollower;
+    /// use std::time::Duration;
+    /// let none = RulesFollower::start_cluster(&[], "leakgate:", Duration::from_secs(1), |_| Ok(()));
+    /// assert!(none.is_err());
+    /// ```
+    pub fn start_cluster(
+        seeds: &[&str],
+        prefix: &str,
+        every: Duration,
+        on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
+    ) -> Result<RulesFollower, Error> {
+        if seeds.is_empty() {
+            return Err(Error::Config("a cluster needs at least one seed URL".into()));
+        }
+        for seed in seeds {
+            redis::Client::open(*seed).map_err(|e| Error::Config(e.to_string()))?;
+        }
+        let seeds = seeds.iter().map(|s| s.to_string()).collect();
+        RulesFollower::follow(Source::Cluster(seeds), prefix, every, on_version)
+    }
+
+    fn follow(
+        source: Source,
+        prefix: &str,
+        every: Duration,
+        mut on_version: impl FnMut(FollowEvent) -> Result<(), String> + Send + 'static,
+    ) -> Result<RulesFollower, Error> {
+        let prefix = prefix.to_string();
         let every = every.max(Duration::from_millis(10));
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("leakgate-rules-follow".into())
             .spawn(move || {
-                let mut con: Option<redis::Connection> = None;
+                let mut con: Option<Box<dyn redis::ConnectionLike + Send>> = None;
                 let mut last = 0u64;
                 let (stopped, wake) = &*stopping;
                 let mut guard = stopped.lock().unwrap_or_else(PoisonError::into_inner);
                 while !*guard {
                     drop(guard);
                     if con.is_none() {
-                        con = connect(&url).ok();
+                        con = source.connect().ok();
                     }
                     if let Some(c) = con.as_mut() {
-                        match poll(c, &prefix, last) {
+                        match poll(c.as_mut(), &prefix, last) {
                             Ok(None) => {}
                             Ok(Some(Ok(pushed))) => {
                                 last = pushed.version;
@@ -274,7 +374,7 @@ impl RulesFollower {
 /// A version newer than `last`, if there is one: its rules, or why they cannot be read.
 #[allow(clippy::type_complexity)]
 fn poll(
-    con: &mut redis::Connection,
+    con: &mut dyn redis::ConnectionLike,
     prefix: &str,
     last: u64,
 ) -> Result<Option<Result<PushedRules, (u64, String)>>, Error> {

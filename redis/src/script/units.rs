@@ -21,9 +21,11 @@
 //!   nanoseconds), and waits are capped at [`MAX_WAIT`]; the range is therefore the whole range of
 //!   the clock, and Redis `TIME` (microseconds) keeps its resolution for as long as Redis counts.
 //!
-//! The client computes everything else (costs, `tau`, reports) in `u128`, from the same units.
+//! The client computes everything else (costs, `tau`, reports) in `u128`, from the same units, with
+//! the core's [`leakgate::ExactRate`] (capped at `D = 2^32`): one exact-units type for every store.
 
-use leakgate::Quota;
+use leakgate::{ExactRate, Quota};
+use std::ops::Deref;
 use std::time::Duration;
 
 /// The finest unit: `1/D` ns with `D <= 2^32`, so that `L = 10^6 * D <= 2^52`.
@@ -47,76 +49,21 @@ pub(crate) struct Split {
     pub(crate) lo: u64,
 }
 
-/// A quota compiled into the script's units.
+/// A quota compiled into the script's units: the core's [`ExactRate`] with `D` capped at
+/// [`MAX_UNITS_PER_NS`], and the script's split of a span into `(ms, lo)`. Everything else
+/// (`T`, `tau`, costs, reports) is the `ExactRate`'s, through `Deref`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Rate {
-    quota: Quota,
-    /// `D`: units per nanosecond.
-    units_per_ns: u64,
-    /// `T` in units: `period_ns * D / count`, exact or rounded up.
-    interval: u128,
-    /// `tau = burst * T` in units.
-    tau: u128,
-    /// Whether `T` is exactly `interval` units.
-    exact: bool,
-}
+pub(crate) struct Rate(ExactRate);
 
 impl Rate {
     /// Compiles a quota. Every valid [`Quota`] compiles.
     pub(crate) fn new(quota: Quota) -> Rate {
-        let count = u128::from(quota.count());
-        let period_ns = quota.period().as_nanos();
-        let g = gcd(period_ns, count);
-        let exact_d = count / g;
-        let (units_per_ns, interval, exact) = if exact_d <= u128::from(MAX_UNITS_PER_NS) {
-            (exact_d as u64, period_ns / g, true)
-        } else {
-            let d = u128::from(MAX_UNITS_PER_NS);
-            (MAX_UNITS_PER_NS, (period_ns * d).div_ceil(count), false)
-        };
-        let tau = u128::from(quota.burst()) * interval;
-        Rate { quota, units_per_ns, interval, tau, exact }
-    }
-
-    /// The quota this rate was compiled from.
-    pub(crate) fn quota(&self) -> Quota {
-        self.quota
-    }
-
-    /// `D`: units per nanosecond.
-    pub(crate) fn units_per_ns(&self) -> u64 {
-        self.units_per_ns
+        Rate(ExactRate::with_max_units_per_ns(quota, MAX_UNITS_PER_NS))
     }
 
     /// `L`: units per millisecond.
     pub(crate) fn units_per_ms(&self) -> u64 {
-        self.units_per_ns * NS_PER_MS
-    }
-
-    /// `T` in units.
-    pub(crate) fn interval(&self) -> u128 {
-        self.interval
-    }
-
-    /// `tau` in units.
-    pub(crate) fn tau(&self) -> u128 {
-        self.tau
-    }
-
-    /// Whether every decision matches the rational model exactly (see the module docs).
-    #[cfg(test)]
-    pub(crate) fn is_exact(&self) -> bool {
-        self.exact
-    }
-
-    /// The burst, in units of cost.
-    pub(crate) fn burst(&self) -> u64 {
-        self.quota.burst()
-    }
-
-    /// The cost of `n` units of work, in units of time.
-    pub(crate) fn cost(&self, n: u64) -> u128 {
-        u128::from(n) * self.interval
+        self.units_per_ns() * NS_PER_MS
     }
 
     /// A span in units as the script's pair; `None` past the script's range.
@@ -131,37 +78,21 @@ impl Rate {
         u128::from(split.ms) * u128::from(self.units_per_ms()) + u128::from(split.lo)
     }
 
-    /// Nanoseconds in units (exact).
-    pub(crate) fn ns_to_units(&self, ns: u64) -> u128 {
-        u128::from(ns) * u128::from(self.units_per_ns)
-    }
-
-    /// Units as a duration, rounded up to the nanosecond (saturating).
-    pub(crate) fn units_to_duration(&self, units: u128) -> Duration {
-        let ns = units.div_ceil(u128::from(self.units_per_ns));
-        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
-    }
-
-    /// Whole units of cost that conform with `backlog` units of state ahead of the clock.
-    pub(crate) fn remaining(&self, backlog: u128) -> u64 {
-        let free = self.tau.saturating_sub(backlog) / self.interval;
-        u64::try_from(free).unwrap_or(u64::MAX)
-    }
-
     /// The name of this rate inside a Redis key: `<count>per<period in ns>`. The burst is not part
     /// of it: a bucket's state is a time, valid whatever the burst, so a burst can change without
     /// losing the state.
     pub(crate) fn id(&self) -> String {
-        format!("{}per{}", self.quota.count(), self.quota.period().as_nanos())
+        let quota = self.quota();
+        format!("{}per{}", quota.count(), quota.period().as_nanos())
     }
 }
 
-/// Greatest common divisor (`gcd(x, 0) = x`).
-fn gcd(mut a: u128, mut b: u128) -> u128 {
-    while b != 0 {
-        (a, b) = (b, a % b);
+impl Deref for Rate {
+    type Target = ExactRate;
+
+    fn deref(&self) -> &ExactRate {
+        &self.0
     }
-    a
 }
 
 #[cfg(test)]
@@ -180,7 +111,7 @@ mod tests {
         assert_eq!(r.interval(), 1_000_000_000);
         // Three intervals are exactly one second.
         assert_eq!(r.cost(3), r.ns_to_units(1_000_000_000));
-        assert_eq!(r.units_to_duration(r.interval()), Duration::from_nanos(333_333_334));
+        assert_eq!(r.units_to_duration_ceil(r.interval()), Duration::from_nanos(333_333_334));
     }
 
     #[test]

@@ -1,14 +1,14 @@
 //! [`AsyncRedisLimiter`]: the limit in Redis, decided by one script call per request.
 
-use crate::client::Client;
-use crate::config::Builder;
+use crate::connection::builder::Builder;
+use crate::connection::client::Client;
+use crate::connection::fallback::Fallback;
 use crate::error::Error;
-use crate::fallback::Fallback;
-use crate::lease::LeaseTable;
-use crate::reservation::RedisReservation;
+use crate::limiters::lease::LeaseTable;
+use crate::limiters::reservation::RedisReservation;
+use crate::script::units::{Rate, MAX_WAIT};
 use crate::script::{Call, CallKey, Keep, Reply};
 use crate::stats::Stats;
-use crate::units::{Rate, MAX_WAIT};
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
 use std::sync::Arc;
@@ -73,6 +73,22 @@ impl AsyncRedisLimiter {
         Builder::new(url).quota(quota).connect_async().await
     }
 
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes) with one quota and every
+    /// default: [`Builder::cluster`] then [`Builder::connect_async`].
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let seeds = ["redis://127.0.0.1:7000/"];
+    /// let lim = leakgate_redis::AsyncRedisLimiter::connect_cluster(&seeds, "5/s".parse()?).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        quota: Quota,
+    ) -> Result<AsyncRedisLimiter, Error> {
+        Builder::cluster(seeds).quota(quota).connect_async().await
+    }
+
     /// A builder, for several quotas or other settings.
     ///
     /// ```
@@ -99,7 +115,7 @@ impl AsyncRedisLimiter {
         key_head.push(b':');
         let shared = Shared {
             client,
-            min_burst: rates.iter().map(Rate::burst).min().unwrap_or(0),
+            min_burst: rates.iter().map(|r| r.quota().burst()).min().unwrap_or(0),
             rates,
             key_head,
             fallback,
@@ -275,7 +291,7 @@ impl AsyncRedisLimiter {
         self.decide_leasing(keys, n, max_wait_ns, (0, &[]), c.caller_now(), c.deadline).await
     }
 
-    /// `decide`, asking for `lease_want` extra units (see [`crate::lease`]) with the TAT of each
+    /// `decide`, asking for `lease_want` extra units (see [`crate::limiters::lease`]) with the TAT of each
     /// bucket as this process last saw it (`known_tat`, by which the script finds a lost key), on
     /// the caller's clock reading `now_ns` (or Redis `TIME`), within `budget`.
     pub(crate) async fn decide_leasing(
@@ -359,5 +375,21 @@ impl AsyncRedisLimiter {
 impl fmt::Debug for AsyncRedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncRedisLimiter").field("quotas", &self.quotas()).finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Builds the limiter from async code, waiting for Redis as [`connect`](Self::connect) does.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .quota("1/s".parse()?)
+    ///     .connect_async()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_async(self) -> Result<AsyncRedisLimiter, Error> {
+        AsyncRedisLimiter::from_builder(self).await
     }
 }

@@ -25,7 +25,7 @@
 //! The word `next` publishes nothing but itself, so every operation on it is `Relaxed`;
 //! leases are installed and read through `ArcSwap`, which orders the lease's plain fields.
 
-use crate::config::LeaseConfig;
+use crate::limiters::lease_config::LeaseConfig;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

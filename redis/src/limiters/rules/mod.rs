@@ -6,7 +6,8 @@
 //! * `in_force`: the rules in force and the earlier sets that put keys under other paths;
 //! * `outcome`: a check's decision and counts from the script's reply;
 //! * `fallback`: the failure policy, with a local `RuleLimiter` at each rule's share;
-//! * `limiter` and `blocking`: the two faces.
+//! * `limiter` and `blocking`: the two faces;
+//! * `pushed`: rules pushed to Redis for a fleet to follow (feature `rules-file`).
 
 mod blocking;
 mod compiled;
@@ -14,6 +15,13 @@ mod fallback;
 mod in_force;
 mod limiter;
 mod outcome;
+#[cfg(feature = "rules-file")]
+mod pushed;
 
 pub use blocking::RedisRuleLimiter;
 pub use limiter::AsyncRedisRuleLimiter;
+#[cfg(feature = "rules-file")]
+pub use pushed::{
+    fetch_rules, fetch_rules_cluster, push_rules, push_rules_cluster, rules_to_toml, FollowEvent,
+    PushedRules, RulesFollower,
+};

@@ -67,7 +67,7 @@ impl InForce {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::compiled::CountsByPath;
+    use crate::limiters::rules::compiled::CountsByPath;
     use leakgate::Rules;
 
     fn compiled(paths: &[&str]) -> CompiledRules {

@@ -2,8 +2,8 @@
 //! and what each rule counts, as `leakgate::RuleLimiter` decides (see `leakgate::docs::rules`).
 
 use super::compiled::CompiledRule;
+use crate::script::units::Rate;
 use crate::script::{CallKey, Reply};
-use crate::units::Rate;
 use leakgate::{Admitted, Denied};
 use std::time::Duration;
 
@@ -57,12 +57,12 @@ pub(crate) fn decide(
             let cost = cost_of(key, rate);
             let backlog = if denied { before } else { before + cost };
             remaining = remaining.min(rate.remaining(backlog));
-            reset = reset.max(rate.units_to_duration(backlog).as_nanos());
+            reset = reset.max(rate.units_to_duration_ceil(backlog).as_nanos());
             if denied && refuses(key, rate, before) {
                 retry = match retry {
                     Some(_) if cost > rate.tau() => None,
                     Some(longest) => {
-                        Some(longest.max(rate.units_to_duration(before + cost - rate.tau())))
+                        Some(longest.max(rate.units_to_duration_ceil(before + cost - rate.tau())))
                     }
                     None => None,
                 };

@@ -1,9 +1,9 @@
 //! [`RedisRuleLimiter`]: the blocking face of [`AsyncRedisRuleLimiter`], on a runtime of its own.
 
 use super::limiter::AsyncRedisRuleLimiter;
-use crate::config::Builder;
+use crate::connection::builder::Builder;
+use crate::connection::runtime::OwnRuntime;
 use crate::error::Error;
-use crate::runtime::OwnRuntime;
 use crate::stats::Stats;
 use leakgate::{Admitted, Denied, RuleStats, Rules};
 use std::fmt;
@@ -49,6 +49,23 @@ impl RedisRuleLimiter {
     /// ```
     pub fn connect(url: &str, rules: Rules) -> Result<RedisRuleLimiter, Error> {
         Builder::new(url).connect_rules(rules)
+    }
+
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes), enforcing `rules` with
+    /// every default: [`Builder::cluster`] then [`Builder::connect_rules`].
+    ///
+    /// ```no_run
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let seeds = ["redis://127.0.0.1:7000/"];
+    /// let lim = leakgate_redis::RedisRuleLimiter::connect_cluster(&seeds, rules)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        rules: Rules,
+    ) -> Result<RedisRuleLimiter, Error> {
+        Builder::cluster(seeds).connect_rules(rules)
     }
 
     /// A builder, for other settings; finish it with [`connect_rules`](Builder::connect_rules).
@@ -214,5 +231,24 @@ impl fmt::Debug for RedisRuleLimiter {
         let rules = self.rules();
         let paths: Vec<&str> = rules.iter().map(|(path, _)| path).collect();
         f.debug_struct("RedisRuleLimiter").field("rules", &paths).finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Connects a [`RedisRuleLimiter`] enforcing `rules` (leave [`quota`](Self::quota) and
+    /// [`leases`](Self::leases) out: a rules limiter takes its quotas from its rules, and takes
+    /// no leases), blocking until Redis answers or the connect timeout passes (and connecting in
+    /// the background after that, as [`connect`](Self::connect)).
+    ///
+    /// ```no_run
+    /// let mut rules = leakgate::Rules::new();
+    /// rules.insert("api", ["10/s".parse()?]);
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .prefix("myapp:")
+    ///     .connect_rules(rules)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_rules(self, rules: Rules) -> Result<RedisRuleLimiter, Error> {
+        RedisRuleLimiter::from_builder(self, rules)
     }
 }

@@ -26,6 +26,7 @@
 //! word of its own, set once the script is loaded; `Relaxed` too, as a call that sees it a
 //! moment late is answered by the policy, and one that sees it early cannot (it is set after).
 
+use crate::connection::cluster::{self, Conn, Target};
 use crate::error::Error;
 use crate::script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -57,7 +58,7 @@ pub(crate) enum Settled {
 
 /// The connection, whether it is ready, and the clock offset.
 pub(crate) struct Link {
-    conn: ConnectionManager,
+    conn: Conn,
     /// The origin of this process's clock for deadlines.
     origin: Instant,
     /// Set once the script is loaded and `offset_ns` holds a reading: calls may go.
@@ -68,23 +69,24 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// Checks `url` and starts connecting in the background on the current tokio runtime.
+    /// Checks `target` and starts connecting in the background on the current tokio runtime.
     pub(crate) fn open(
-        url: &str,
+        target: &Target,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<(Arc<Link>, watch::Receiver<Settled>), Error> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::Config("the limiter needs a tokio runtime".into()))?;
-        let client = redis::Client::open(url).map_err(|e| Error::Config(e.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(response_timeout))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(200));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let conn = match target {
+            Target::One(url) => Conn::One(one(url, connect_timeout, response_timeout)?),
+            Target::Cluster(seeds) if seeds.is_empty() => {
+                return Err(Error::Config("a cluster needs at least one seed URL".into()));
+            }
+            Target::Cluster(seeds) => Conn::Cluster(
+                cluster::open(seeds, connect_timeout, response_timeout)
+                    .map_err(|e| Error::Config(e.to_string()))?,
+            ),
+        };
         let link = Arc::new(Link {
             conn,
             origin: Instant::now(),
@@ -114,7 +116,7 @@ impl Link {
 
     /// The connection, once the link is ready.
     #[inline]
-    pub(crate) fn connection(&self) -> Option<ConnectionManager> {
+    pub(crate) fn connection(&self) -> Option<Conn> {
         // Relaxed: module docs.
         self.ready.load(Ordering::Relaxed).then(|| self.conn.clone())
     }
@@ -148,6 +150,23 @@ impl Link {
             self.offset_ns.fetch_max(seen, Ordering::Relaxed);
         }
     }
+}
+
+/// A connection manager for the Redis at `url`, connected lazily.
+fn one(
+    url: &str,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+) -> Result<ConnectionManager, Error> {
+    let client = redis::Client::open(url).map_err(|e| Error::Config(e.to_string()))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(Some(response_timeout))
+        .set_number_of_retries(2)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(200));
+    ConnectionManager::new_lazy_with_config(client, config)
+        .map_err(|e| Error::Config(e.to_string()))
 }
 
 /// Redis's clock minus ours, from a reading `redis_us` that arrived at `local_ns`.
@@ -188,7 +207,7 @@ async fn keep(link: Weak<Link>, settled: watch::Sender<Settled>, timeout: Durati
 }
 
 /// Loads the script if `load`, then reads Redis's clock (µs).
-async fn probe(conn: &mut ConnectionManager, load: bool) -> Result<u64, Error> {
+async fn probe(conn: &mut Conn, load: bool) -> Result<u64, Error> {
     if load {
         let mut cmd = redis::cmd("SCRIPT");
         cmd.arg("LOAD").arg(script::SOURCE);

@@ -6,8 +6,11 @@
 //! a restart or a `SCRIPT FLUSH`. Each call carries its deadline on Redis's clock: a script that
 //! starts later (Redis was frozen, or slow) changes nothing and answers [`Answer::Late`].
 
+pub(crate) mod units;
+
+use crate::connection::cluster::slot;
 use crate::error::Error;
-use crate::units::{Rate, Split, NS_PER_MS};
+use crate::script::units::{Rate, Split, NS_PER_MS};
 use leakgate::{Admitted, Denied};
 use std::time::Duration;
 
@@ -94,8 +97,19 @@ pub(crate) enum Keep<'a> {
 impl Call<'_> {
     /// The `EVALSHA` command for this call, which decides nothing if it starts after
     /// `deadline_us` on Redis's clock (`TIME`, µs since the epoch). Every number is below 2^53
-    /// (see [`crate::units`]).
-    pub(crate) fn command(&self, sha: &str, deadline_us: u64) -> Result<redis::Cmd, Error> {
+    /// (see [`crate::script::units`]). On a Redis Cluster (`one_slot`), the keys must share a
+    /// hash slot (else [`Error::InvalidRequest`]), and an origin in another slot than its key is
+    /// left out: the key starts afresh under its new path there (see the crate docs).
+    pub(crate) fn command(
+        &self,
+        sha: &str,
+        deadline_us: u64,
+        one_slot: bool,
+    ) -> Result<redis::Cmd, Error> {
+        if one_slot && !same_slot(self.keys.iter().map(|k| k.name.as_slice())) {
+            return Err(Error::InvalidRequest(CROSS_SLOT));
+        }
+        let origins_of = |key| origins_in_slot(key, one_slot);
         // The quotas of the call, each once: the same `Rate` (by address) shared by several keys
         // (the keys of a plain limiter, or of one rule) is sent once.
         let mut quotas: Vec<&Rate> = Vec::new();
@@ -107,11 +121,11 @@ impl Call<'_> {
             }
         }
         let mut cmd = redis::cmd("EVALSHA");
-        let origins: usize = self.keys.iter().map(|key| key.origins.len()).sum();
+        let origins: usize = self.keys.iter().map(|key| origins_of(key).len()).sum();
         cmd.arg(sha).arg(self.keys.len() + origins);
         for key in self.keys {
             cmd.arg(key.name.as_slice());
-            for origin in &key.origins {
+            for origin in origins_of(key) {
                 cmd.arg(origin.name.as_slice());
             }
         }
@@ -143,15 +157,16 @@ impl Call<'_> {
             let n = if self.write { self.n.saturating_mul(key.times_named) } else { 0 };
             for rate in key.rates {
                 // Any cost above the burst refuses alike: one unit more keeps it in range.
-                let n = n.min(rate.burst().saturating_add(1));
+                let n = n.min(rate.quota().burst().saturating_add(1));
                 let cost =
                     rate.split(rate.cost(n)).ok_or(Error::InvalidRequest("cost out of range"))?;
                 let j = 1 + quotas.iter().position(|q| std::ptr::eq(*q, rate)).unwrap_or(0);
                 cmd.arg(j).arg(cost.ms).arg(cost.lo);
             }
             if self.keep == Keep::Rules {
-                cmd.arg(key.origins.len());
-                for origin in &key.origins {
+                let origins = origins_of(key);
+                cmd.arg(origins.len());
+                for origin in origins {
                     cmd.arg(origin.quotas);
                 }
             }
@@ -174,6 +189,23 @@ impl Call<'_> {
     pub(crate) fn buckets(&self) -> usize {
         self.keys.iter().map(|key| key.rates.len()).sum()
     }
+}
+
+/// A key's origins; on a Redis Cluster (`one_slot`), only those in the key's slot.
+fn origins_in_slot<'k>(key: &'k CallKey<'_>, one_slot: bool) -> Vec<&'k Origin> {
+    let home = one_slot.then(|| slot(&key.name));
+    key.origins.iter().filter(|o| home.is_none_or(|s| slot(&o.name) == s)).collect()
+}
+
+/// Why a call over several hash slots is refused on a Redis Cluster.
+pub(crate) const CROSS_SLOT: &str =
+    "on a Redis Cluster, the keys of one call must share a hash slot: give them a common {tag}";
+
+/// Whether every key hashes to one Redis Cluster slot (its `{tag}`, or the whole key).
+pub(crate) fn same_slot<'a>(mut keys: impl Iterator<Item = &'a [u8]>) -> bool {
+    let Some(first) = keys.next() else { return true };
+    let home = slot(first);
+    keys.all(|k| slot(k) == home)
 }
 
 /// The largest integer a Lua number holds exactly (2^53 - 1).
@@ -275,7 +307,7 @@ impl Reply {
         let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
         for (rate, backlog) in self.backlogs_after(keys, n) {
             remaining = remaining.min(rate.remaining(backlog));
-            reset_after = reset_after.max(rate.units_to_duration(backlog));
+            reset_after = reset_after.max(rate.units_to_duration_ceil(backlog));
         }
         Admitted::new(remaining.saturating_add(self.leased), reset_after)
     }
@@ -285,7 +317,7 @@ impl Reply {
         let (mut remaining, mut reset_after) = (u64::MAX, Duration::ZERO);
         for (_, rate, backlog) in self.buckets(keys) {
             remaining = remaining.min(rate.remaining(backlog));
-            reset_after = reset_after.max(rate.units_to_duration(backlog));
+            reset_after = reset_after.max(rate.units_to_duration_ceil(backlog));
         }
         let retry =
             (!never).then(|| Duration::from_nanos(self.delay_ns - max_wait_ns.min(self.delay_ns)));

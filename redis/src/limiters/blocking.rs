@@ -1,10 +1,10 @@
 //! [`RedisLimiter`]: the blocking face of [`AsyncRedisLimiter`], on a runtime of its own.
 
-use crate::config::Builder;
+use crate::connection::builder::Builder;
+use crate::connection::runtime::OwnRuntime;
 use crate::error::Error;
-use crate::limiter::AsyncRedisLimiter;
-use crate::reservation::RedisReservation;
-use crate::runtime::OwnRuntime;
+use crate::limiters::limiter::AsyncRedisLimiter;
+use crate::limiters::reservation::RedisReservation;
 use crate::stats::Stats;
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
@@ -48,6 +48,22 @@ impl RedisLimiter {
     /// ```
     pub fn connect(url: &str, quota: Quota) -> Result<RedisLimiter, Error> {
         Builder::new(url).quota(quota).connect()
+    }
+
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes) with one quota and every
+    /// default: [`Builder::cluster`] then [`Builder::connect`].
+    ///
+    /// ```no_run
+    /// use leakgate_redis::RedisLimiter;
+    /// let seeds = ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
+    /// let lim = RedisLimiter::connect_cluster(&seeds, "100/s".parse()?)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+        quota: Quota,
+    ) -> Result<RedisLimiter, Error> {
+        Builder::cluster(seeds).quota(quota).connect()
     }
 
     /// A builder, for several quotas or other settings.
@@ -222,5 +238,22 @@ impl RedisLimiter {
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter").field("quotas", &self.quotas()).finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Builds the limiter, blocking until Redis answers or the connect timeout passes. A Redis
+    /// that cannot be reached is not an error: the limiter connects in the background, and the
+    /// failure policy answers until then. A bad URL or prefix, or a Redis that answers with an
+    /// error (a wrong password, a refused script), is.
+    ///
+    /// ```no_run
+    /// let lim = leakgate_redis::Builder::new("redis://127.0.0.1/")
+    ///     .quota("1/s".parse()?)
+    ///     .connect()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect(self) -> Result<RedisLimiter, Error> {
+        RedisLimiter::from_builder(self)
     }
 }

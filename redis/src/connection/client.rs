@@ -1,17 +1,23 @@
 //! One round trip to Redis under a deadline, a circuit breaker and a bound on calls in flight.
 
-use crate::breaker::{Breaker, Gate};
-use crate::config::Builder;
+use crate::connection::breaker::{Breaker, Gate};
+use crate::connection::builder::Builder;
+use crate::connection::cluster::{self, Conn, Target};
+use crate::connection::fallback::LocalClock;
+use crate::connection::link::Link;
 use crate::error::Error;
-use crate::fallback::LocalClock;
-use crate::link::Link;
 use crate::script::{self, Answer, Call, Reply};
 use crate::stats::Counters;
 use leakgate::{Clock, TscClock};
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
+
+/// Consecutive hash slots that share a breaker on a cluster.
+const SLOTS_PER_BREAKER: usize = 256;
+/// Breakers of a cluster client.
+const CLUSTER_BREAKERS: usize = cluster::SLOTS as usize / SLOTS_PER_BREAKER;
 
 /// The connection to Redis and what guards each call on it: the deadline, the circuit breaker,
 /// the bound on calls in flight, the clocks and the counters. Shared by every kind of limiter.
@@ -19,6 +25,8 @@ pub(crate) struct Client {
     /// The connection (made in the background) and Redis's clock.
     link: Arc<Link>,
     sha: String,
+    /// Whether the target is a Redis Cluster: a call's keys must then share a slot.
+    cluster: bool,
     /// The start of every Redis key of this limiter.
     pub(crate) prefix: Vec<u8>,
     pub(crate) deadline: Duration,
@@ -29,14 +37,19 @@ pub(crate) struct Client {
     pub(crate) local_clock: LocalClock,
     monotonic: TscClock,
     pub(crate) expiry_slack_ms: u64,
-    breaker: Breaker,
+    /// One breaker for one node; on a cluster, one per [`SLOTS_PER_BREAKER`] consecutive hash
+    /// slots, so that a master that stops answering opens the breakers of its own slots (and of
+    /// at most two shared at the edges of its ranges), not the other masters'.
+    breakers: Box<[Breaker]>,
     breaker_open_for: Duration,
+    /// Replicas a charge must reach before its call answers (`WAIT`; 0: none).
+    wait_replicas: u32,
     pub(crate) stats: Counters,
     in_flight: Semaphore,
 }
 
 impl Client {
-    /// Starts connecting in the background (see [`crate::link`]) and waits for the first
+    /// Starts connecting in the background (see [`crate::connection::link`]) and waits for the first
     /// connection at most the connect timeout. Fails only for a bad setting or a Redis that
     /// refuses the limiter, not for one that cannot be reached.
     pub(crate) async fn connect(b: &Builder) -> Result<Client, Error> {
@@ -45,8 +58,9 @@ impl Client {
         }
         // Longer than the deadline: the deadline decides, and counts a timeout as one.
         let response_timeout = b.deadline.saturating_mul(2) + Duration::from_millis(100);
-        let (link, connecting) = Link::open(&b.url, b.connect_timeout, response_timeout)?;
+        let (link, connecting) = Link::open(&b.target, b.connect_timeout, response_timeout)?;
         let monotonic = TscClock::new();
+        let cluster = matches!(b.target, Target::Cluster(_));
         let local_clock: LocalClock = match &b.caller_clock {
             Some(clock) => clock.clone(),
             None => Arc::new(monotonic.clone()),
@@ -58,14 +72,18 @@ impl Client {
         let client = Client {
             link,
             sha: script::sha(),
+            cluster,
             prefix: b.prefix.clone().into_bytes(),
             deadline: b.deadline,
             caller_clock: b.caller_clock.clone(),
             local_clock,
             monotonic,
             expiry_slack_ms: u64::try_from(slack.as_millis()).unwrap_or(u64::MAX),
-            breaker: Breaker::new(b.breaker_failures, b.breaker_open_for),
+            breakers: (0..if cluster { CLUSTER_BREAKERS } else { 1 })
+                .map(|_| Breaker::new(b.breaker_failures, b.breaker_open_for))
+                .collect(),
             breaker_open_for: b.breaker_open_for,
+            wait_replicas: b.wait_replicas,
             stats: Counters::default(),
             in_flight: Semaphore::new(b.max_in_flight),
         };
@@ -80,7 +98,7 @@ impl Client {
 
     /// When asking Redis again may help, after a failed call.
     pub(crate) fn retry_hint(&self) -> Duration {
-        if self.breaker.is_open() || !self.link.is_ready() {
+        if self.breakers.iter().any(Breaker::is_open) || !self.link.is_ready() {
             self.breaker_open_for
         } else {
             self.deadline
@@ -99,8 +117,9 @@ impl Client {
         // The script's deadline: when this call gives up, on Redis's clock (never later).
         let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
         let give_up = self.link.now_ns().saturating_add(budget_ns);
-        let cmd = call.command(&self.sha, self.link.redis_us(give_up))?;
-        let gate = self.breaker.enter(self.monotonic.now_ns());
+        let cmd = call.command(&self.sha, self.link.redis_us(give_up), self.cluster)?;
+        let breaker = self.breaker_of(call);
+        let gate = breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
             self.stats.short_circuited.inc();
             return Err(Error::CircuitOpen);
@@ -109,13 +128,20 @@ impl Client {
             self.stats.overloaded.inc();
             return Err(Error::Overloaded);
         };
-        let answer = tokio::time::timeout(budget, self.eval(conn, &cmd)).await;
-        drop(permit);
+        let started = std::time::Instant::now();
+        let answer = tokio::time::timeout(budget, self.eval(conn.clone(), &cmd)).await;
         let error = match answer.map(|got| got.map(|value| Answer::parse(value, call))) {
             Ok(Ok(Ok(Answer::Decided(reply)))) => {
-                self.breaker.success();
+                breaker.success();
                 self.link.observe(reply.redis_us, self.link.now_ns());
-                return Ok(reply);
+                let left = budget.saturating_sub(started.elapsed());
+                let charged = call.write && reply.granted;
+                if self.wait_replicas == 0 || !charged || self.replicated(conn, call, left).await {
+                    return Ok(reply);
+                }
+                // Answered, but not durable in time: the policy answers; the charge stays.
+                self.stats.timeouts.inc();
+                return Err(Error::Timeout(self.deadline));
             }
             // Redis started the script after the call's deadline: as if it had not answered.
             Ok(Ok(Ok(Answer::Late { redis_us }))) => {
@@ -127,31 +153,47 @@ impl Client {
             Ok(Err(e)) => Error::from_redis(e),
             Err(_) => Error::Timeout(self.deadline),
         };
+        drop(permit);
         match &error {
             Error::Timeout(_) => self.stats.timeouts.inc(),
             Error::Unavailable(_) => self.stats.unavailable.inc(),
             _ => self.stats.rejected.inc(),
         }
         if error.is_unavailable() {
-            if self.breaker.failure(self.monotonic.now_ns(), gate == Gate::Probe) {
+            if breaker.failure(self.monotonic.now_ns(), gate == Gate::Probe) {
                 self.stats.breaker_opened.inc();
             }
         } else {
             // Redis answered, if with an error: it is up.
-            self.breaker.success();
+            breaker.success();
         }
         Err(error)
     }
 
+    /// The breaker of the call's keys (they share a slot on a cluster: `Call::command`).
+    fn breaker_of(&self, call: &Call<'_>) -> &Breaker {
+        let slot = match (self.cluster, call.keys.first()) {
+            (true, Some(key)) => usize::from(cluster::slot(&key.name)),
+            _ => 0,
+        };
+        &self.breakers[(slot / SLOTS_PER_BREAKER).min(self.breakers.len() - 1)]
+    }
+
+    /// Whether `wait_replicas` replicas of the call's master got its charge within `left`.
+    async fn replicated(&self, mut conn: Conn, call: &Call<'_>, left: Duration) -> bool {
+        let Some(key) = call.keys.first() else { return true };
+        self.stats.round_trips.inc();
+        let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        let wait = conn.wait(&key.name, self.wait_replicas, ms);
+        let acked = tokio::time::timeout(left + Duration::from_millis(5), wait).await;
+        matches!(acked, Ok(Ok(n)) if n >= u64::from(self.wait_replicas))
+    }
+
     /// `EVALSHA`, loading the script again if Redis lost it (restart, `SCRIPT FLUSH`).
-    async fn eval(
-        &self,
-        mut conn: ConnectionManager,
-        cmd: &redis::Cmd,
-    ) -> redis::RedisResult<redis::Value> {
+    async fn eval(&self, mut conn: Conn, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         self.stats.round_trips.inc();
         // An error reply comes back as a value: turn it into an error to sort it.
-        match conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error) {
+        match conn.req_packed_command(cmd).await.and_then(redis::Value::extract_error) {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
                 self.stats.script_loads.inc();
                 let _: String = redis::cmd("SCRIPT")
@@ -159,7 +201,7 @@ impl Client {
                     .arg(script::SOURCE)
                     .query_async(&mut conn)
                     .await?;
-                conn.send_packed_command(cmd).await.and_then(redis::Value::extract_error)
+                conn.req_packed_command(cmd).await.and_then(redis::Value::extract_error)
             }
             answer => answer,
         }

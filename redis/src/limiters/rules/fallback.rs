@@ -1,9 +1,9 @@
 //! What a rules check answers when Redis could not decide: the [`FailurePolicy`], with a local
 //! [`RuleLimiter`] at each rule's share for [`FailurePolicy::Local`].
 
-use crate::config::FailurePolicy;
+use crate::connection::fallback::{answer, share, LocalClock};
+use crate::connection::policy::FailurePolicy;
 use crate::error::Error;
-use crate::fallback::{answer, share, LocalClock};
 use crate::stats::Counters;
 use leakgate::{Admitted, Denied, OverflowPolicy, Rule, RuleLimiter, Rules};
 use std::time::Duration;

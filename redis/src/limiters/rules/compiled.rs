@@ -2,8 +2,8 @@
 //! its counters.
 
 use crate::error::Error;
+use crate::script::units::Rate;
 use crate::stats::Counter;
-use crate::units::Rate;
 use leakgate::{RuleStats, Rules};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

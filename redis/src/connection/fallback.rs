@@ -1,6 +1,6 @@
 //! What a call answers when Redis could not decide: the [`FailurePolicy`] applied.
 
-use crate::config::FailurePolicy;
+use crate::connection::policy::FailurePolicy;
 use crate::error::Error;
 use crate::stats::Counters;
 use leakgate::{Admitted, Clock, Denied, KeyedLimiter, Quota};

@@ -1,13 +1,14 @@
 //! [`AsyncRedisCell`]: redis-cell's bucket in Redis: one TAT per key, the quota given by each
 //! call.
 
-use crate::client::Client;
-use crate::config::{Builder, FailurePolicy};
+use crate::connection::builder::Builder;
+use crate::connection::client::Client;
+use crate::connection::fallback;
+use crate::connection::policy::FailurePolicy;
 use crate::error::Error;
-use crate::fallback;
+use crate::script::units::Rate;
 use crate::script::{Call, CallKey, Keep};
 use crate::stats::Stats;
-use crate::units::Rate;
 use leakgate::{Admitted, Denied, Quota};
 use std::fmt;
 use std::sync::Arc;
@@ -125,8 +126,8 @@ impl AsyncRedisCell {
         let decision = if n == 0 && backlog > rate.tau() {
             // A peek at a bucket past this quota's tau (a larger burst filled it): limited
             // until it is within it, as the inequality says for n = 0.
-            let over = rate.units_to_duration(backlog - rate.tau());
-            Err(Denied::new(0, rate.units_to_duration(backlog), Some(over)))
+            let over = rate.units_to_duration_ceil(backlog - rate.tau());
+            Err(Denied::new(0, rate.units_to_duration_ceil(backlog), Some(over)))
         } else if never {
             Err(reply.denied(&keys, 0, true))
         } else if reply.granted {
@@ -239,5 +240,20 @@ impl fmt::Debug for AsyncRedisCell {
         f.debug_struct("AsyncRedisCell")
             .field("policy", &self.shared.policy)
             .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Connects an [`AsyncRedisCell`](crate::AsyncRedisCell) (leave [`quota`](Self::quota) and
+    /// [`leases`](Self::leases) out: each call brings its quota), from async code, waiting for
+    /// Redis as [`connect`](Self::connect) does.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cell = leakgate_redis::Builder::new("redis://127.0.0.1/").connect_cell_async().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cell_async(self) -> Result<crate::AsyncRedisCell, Error> {
+        crate::AsyncRedisCell::from_builder(self).await
     }
 }

@@ -1,9 +1,9 @@
 //! How an [`AsyncRedisLimiter`] with leases answers a hot key: from its lease when it can, and
-//! renewing the lease in the round trip of a request when it cannot (see [`crate::lease`]).
+//! renewing the lease in the round trip of a request when it cannot (see [`crate::limiters::lease`]).
 
 use crate::error::Error;
-use crate::lease::{Lease, LeaseTable, Local, Schedule};
-use crate::limiter::AsyncRedisLimiter;
+use crate::limiters::lease::{Lease, LeaseTable, Local, Schedule};
+use crate::limiters::limiter::AsyncRedisLimiter;
 use crate::script::{CallKey, Reply};
 use leakgate::{Admitted, Denied};
 use std::sync::Arc;
@@ -102,7 +102,7 @@ impl AsyncRedisLimiter {
     /// The shortest emission interval among the quotas, in ns (rounded down).
     fn shortest_interval_ns(&self) -> u64 {
         let interval =
-            |rate: &crate::units::Rate| rate.interval() / u128::from(rate.units_per_ns());
+            |rate: &crate::script::units::Rate| rate.interval() / u128::from(rate.units_per_ns());
         let shortest = self.shared.rates.iter().map(interval).min().unwrap_or(0);
         u64::try_from(shortest).unwrap_or(u64::MAX)
     }

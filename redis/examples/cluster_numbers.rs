@@ -1,0 +1,165 @@
+//! The numbers in the README's "Redis Cluster" section: one redis-server against a 3-master,
+//! 3-replica Redis Cluster, both started for the run on this machine (`scripts/ensure-redis.sh`).
+//!
+//! `cargo run --release -p leakgate-redis --example cluster_numbers [seconds per measurement]`
+//!
+//! The same client (one process, 64 tokio tasks on 2 worker threads, a plain limiter) against
+//! each target, interleaved, 3 rounds, medians: decisions/s and Redis CPU (user + system, summed
+//! over the masters) per decision, for 1024 distinct keys (spread over every slot) and for one
+//! hot key (the worst pattern: one master does all the work), and the cluster with
+//! `wait_for_replicas(1)` (a `WAIT` after each admission); then a hot key with leases on the
+//! cluster: round trips saved.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use leakgate_redis::{AsyncRedisLimiter, Builder, LeaseConfig};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::cluster::RedisCluster;
+use support::RedisServer;
+
+const TASKS: usize = 64;
+
+fn main() {
+    let secs: f64 = std::env::args().nth(1).map_or(2.0, |s| s.parse().expect("seconds"));
+    let run_for = Duration::from_secs_f64(secs);
+    let server = RedisServer::start();
+    let cluster = RedisCluster::start();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let one = vec![server.port()];
+    let masters = cluster.masters();
+    println!("one node at {}, cluster masters {masters:?}; {secs} s per measurement", server.url());
+    for (pattern, keys) in [("1024 distinct keys", 1024), ("one hot key", 1)] {
+        let (mut one_rate, mut one_cpu, mut cl_rate, mut cl_cpu) = (vec![], vec![], vec![], vec![]);
+        let (mut wait_rate, mut wait_cpu) = (vec![], vec![]);
+        for round in 0..3 {
+            let b = Builder::new(server.url());
+            let (r, c) = measure(&rt, b, &one, keys, run_for, round);
+            one_rate.push(r);
+            one_cpu.push(c);
+            let b = Builder::cluster(cluster.seeds());
+            let (r, c) = measure(&rt, b, &masters, keys, run_for, round);
+            cl_rate.push(r);
+            cl_cpu.push(c);
+            let b = Builder::cluster(cluster.seeds()).wait_for_replicas(1);
+            let (r, c) = measure(&rt, b, &masters, keys, run_for, round);
+            wait_rate.push(r);
+            wait_cpu.push(c);
+        }
+        println!("\n{pattern}, {TASKS} tasks (median of 3; rounds in brackets):");
+        println!(
+            "  one node   {:>9.0} decisions/s {:?}   Redis CPU {:>5.1} us/decision",
+            median(&mut one_rate.clone()),
+            rounded(&one_rate),
+            median(&mut one_cpu)
+        );
+        println!(
+            "  3 masters  {:>9.0} decisions/s {:?}   Redis CPU {:>5.1} us/decision (all masters)",
+            median(&mut cl_rate.clone()),
+            rounded(&cl_rate),
+            median(&mut cl_cpu)
+        );
+        println!(
+            "  3 m., WAIT {:>9.0} decisions/s {:?}   Redis CPU {:>5.1} us/decision (all masters)",
+            median(&mut wait_rate.clone()),
+            rounded(&wait_rate),
+            median(&mut wait_cpu)
+        );
+    }
+    let (decisions, trips) = rt.block_on(leased(&cluster, run_for));
+    println!(
+        "\nhot key with leases (max 64) on the cluster: {decisions} decisions, {trips} round trips \
+         ({:.1}% saved)",
+        100.0 * (1.0 - trips as f64 / decisions.max(1) as f64)
+    );
+}
+
+/// Decisions/s and Redis CPU µs per decision (summed over `ports`) for `keys` keys.
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    builder: Builder,
+    ports: &[u16],
+    keys: usize,
+    run_for: Duration,
+    round: usize,
+) -> (f64, f64) {
+    let lim = rt.block_on(
+        builder
+            .quota("1000000000/s".parse().unwrap())
+            .prefix(format!("n{round}:"))
+            .deadline(Duration::from_millis(200))
+            .connect_async(),
+    );
+    let lim = lim.unwrap();
+    let cpu_before: f64 = ports.iter().map(|&p| cpu_secs(p)).sum();
+    let (count, secs) = rt.block_on(drive(lim.clone(), keys, run_for));
+    let cpu: f64 = ports.iter().map(|&p| cpu_secs(p)).sum::<f64>() - cpu_before;
+    let stats = lim.stats();
+    assert_eq!(
+        stats.policy_admitted + stats.policy_denied,
+        0,
+        "every decision by Redis: {stats:?}"
+    );
+    (count as f64 / secs, cpu * 1e6 / count.max(1) as f64)
+}
+
+/// `TASKS` tasks checking keys in turn until `run_for` has passed: (decisions, seconds).
+async fn drive(lim: AsyncRedisLimiter, keys: usize, run_for: Duration) -> (u64, f64) {
+    let names: Arc<Vec<String>> = Arc::new((0..keys).map(|i| format!("k{i}")).collect());
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let (lim, names) = (lim.clone(), names.clone());
+            tokio::spawn(async move {
+                let (mut n, mut i) = (0u64, t);
+                while start.elapsed() < run_for {
+                    let _ = lim.check(&names[i % names.len()]).await;
+                    n += 1;
+                    i += TASKS;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    (total, start.elapsed().as_secs_f64())
+}
+
+/// A hot key with leases on the cluster: (decisions, round trips).
+async fn leased(cluster: &RedisCluster, run_for: Duration) -> (u64, u64) {
+    let lim = Builder::cluster(cluster.seeds())
+        .quota("100000/s burst 1000".parse().unwrap())
+        .prefix("leased:")
+        .leases(LeaseConfig::new(64))
+        .deadline(Duration::from_millis(200))
+        .connect_async()
+        .await
+        .unwrap();
+    let (count, _) = drive(lim.clone(), 1, run_for).await;
+    (count, lim.stats().round_trips)
+}
+
+/// A node's CPU time so far (`INFO cpu`: user + system, main thread and children), in seconds.
+fn cpu_secs(port: u16) -> f64 {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("cpu").query(&mut con).unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn rounded(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| *x as u64).collect()
+}

@@ -1,0 +1,18 @@
+//! The limiters, each a user of `crate::connection` and `crate::script`.
+//!
+//! * `limiter` ([`AsyncRedisLimiter`](crate::AsyncRedisLimiter)) and `blocking`
+//!   ([`RedisLimiter`](crate::RedisLimiter)): one quota set for every key;
+//! * `lease_config`, `lease` and `leasing`: leases for hot keys (the settings, the local table,
+//!   and the limiter's use of them);
+//! * `reservation`: queue mode's answer;
+//! * `cell`: redis-cell's bucket ([`AsyncRedisCell`](crate::AsyncRedisCell));
+//! * `rules`: rules by key path.
+
+pub(crate) mod blocking;
+pub(crate) mod cell;
+pub(crate) mod lease;
+pub(crate) mod lease_config;
+mod leasing;
+pub(crate) mod limiter;
+pub(crate) mod reservation;
+pub(crate) mod rules;
