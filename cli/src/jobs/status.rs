@@ -55,11 +55,17 @@ fn secs(d: Option<Duration>) -> Value {
 /// The `--json` document (the shape is fixed by the contract: `lanes` by name).
 fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
     let mut by_lane = Map::new();
-    let mut totals = [0u64; 6];
+    let mut totals = [0u64; 7];
     for l in lanes {
-        for (t, n) in
-            totals.iter_mut().zip([l.waiting(), l.ready, l.scheduled, l.running, l.dead, l.done])
-        {
+        for (t, n) in totals.iter_mut().zip([
+            l.waiting(),
+            l.ready,
+            l.scheduled,
+            l.running,
+            l.dead,
+            l.done,
+            l.cancelled,
+        ]) {
             *t += n;
         }
         by_lane.insert(
@@ -71,6 +77,8 @@ fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
                 "running": l.running,
                 "dead": l.dead,
                 "done": l.done,
+                "cancelled": l.cancelled,
+                "paused": l.paused,
                 "oldest_waiting_s": secs(l.oldest_waiting),
                 "next_slot_in_s": secs(l.next_slot_in),
                 "runs_last_minute": l.runs_last_minute,
@@ -79,10 +87,10 @@ fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
             }),
         );
     }
-    let [waiting, ready, scheduled, running, dead, done] = totals;
+    let [waiting, ready, scheduled, running, dead, done, cancelled] = totals;
     json!({
         "lanes": by_lane,
-        "totals": {"waiting": waiting, "ready": ready, "scheduled": scheduled, "running": running, "dead": dead, "done": done},
+        "totals": {"waiting": waiting, "ready": ready, "scheduled": scheduled, "running": running, "dead": dead, "done": done, "cancelled": cancelled},
         "backend": backend,
     })
 }

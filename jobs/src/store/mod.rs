@@ -28,9 +28,13 @@ pub(crate) mod state {
     pub(crate) const DONE: i64 = 3;
     /// Failed `max_attempts` times.
     pub(crate) const DEAD: i64 = 4;
+    /// Cancelled: never runs (again); kept until purged, like a done job.
+    pub(crate) const CANCELLED: i64 = 5;
 
     // Both stores' SQL (schema indexes, every query) names the states by these numbers.
-    const _: () = assert!(READY == 0 && SCHEDULED == 1 && RUNNING == 2 && DONE == 3 && DEAD == 4);
+    const _: () = assert!(
+        READY == 0 && SCHEDULED == 1 && RUNNING == 2 && DONE == 3 && DEAD == 4 && CANCELLED == 5
+    );
 }
 
 /// A run's outcome for job `id` at run `attempt` (the fence), in `lane`.
@@ -221,6 +225,27 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::purge(c, older_than, now)).await,
             Store::Postgres(p) => p.purge(older_than, now).await,
+        }
+    }
+
+    pub(crate) async fn cancel(&self, ids: Vec<i64>, now: Option<i64>) -> Result<u64, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::control::cancel(c, &ids, now)).await,
+            Store::Postgres(p) => p.cancel(ids, now).await,
+        }
+    }
+
+    pub(crate) async fn pause(&self, lane: String, paused: bool) -> Result<(), Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::control::pause(c, &lane, paused)).await,
+            Store::Postgres(p) => p.pause(lane, paused).await,
+        }
+    }
+
+    pub(crate) async fn cancelled_among(&self, ids: Vec<i64>) -> Result<Vec<i64>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::control::cancelled_among(c, &ids)).await,
+            Store::Postgres(p) => p.cancelled_among(ids).await,
         }
     }
 

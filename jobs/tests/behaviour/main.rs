@@ -11,6 +11,7 @@
 mod postgres;
 
 mod cases;
+mod control;
 mod db;
 mod model;
 mod runs;
@@ -26,7 +27,9 @@ fn main() {
     let pg = (wants_pg && !args.list && !args.ignored)
         .then(|| std::sync::Arc::new(postgres::Postgres::start()));
     let mut trials = Vec::new();
-    for (name, case) in cases::ALL.iter().chain(worker::ALL).chain(runs::ALL).chain(model::ALL) {
+    for (name, case) in
+        cases::ALL.iter().chain(control::ALL).chain(worker::ALL).chain(runs::ALL).chain(model::ALL)
+    {
         let (name, case) = (*name, *case);
         trials.push(Trial::test(format!("sqlite::{name}"), move || {
             db::run(case, db::Backend::Sqlite)

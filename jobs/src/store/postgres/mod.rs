@@ -32,6 +32,7 @@
 //! (`status`, `dead`, `runs`).
 
 mod claim;
+mod control;
 mod lanes;
 mod ops;
 mod record;

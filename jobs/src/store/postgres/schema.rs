@@ -67,6 +67,17 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE SEQUENCE leakgate_jobs_served;
     ",
+    // 2: priorities (ready jobs by lane, highest priority first, then by id), cancelled jobs
+    // (state 5) and their count, paused lanes, and a lane's claims into its weighted turn.
+    "
+    ALTER TABLE jobs ADD COLUMN priority INT NOT NULL DEFAULT 0;
+    DROP INDEX jobs_ready;
+    CREATE INDEX jobs_ready ON jobs (lane, priority DESC, id) WHERE state = 0;
+    CREATE INDEX jobs_cancelled ON jobs (finished_at) WHERE state = 5;
+    ALTER TABLE lanes ADD COLUMN cancelled BIGINT  NOT NULL DEFAULT 0;
+    ALTER TABLE lanes ADD COLUMN paused    BOOLEAN NOT NULL DEFAULT FALSE;
+    ALTER TABLE lanes ADD COLUMN credit    BIGINT  NOT NULL DEFAULT 0;
+    ",
 ];
 
 /// The schema version this crate writes.

@@ -19,6 +19,7 @@
 //! is locked row by row, and counters are changed as each step goes.
 
 mod claim;
+pub(crate) mod control;
 mod lanes;
 pub(crate) mod ops;
 mod record;

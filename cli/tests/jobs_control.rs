@@ -1,0 +1,167 @@
+//! `leakgate jobs add --priority`, `cancel`, `pause` and `resume` as a user runs them, on a real
+//! SQLite file: refusals say why, exit non-zero and write nothing; a cancelled running command is
+//! stopped with its whole process group and not retried. Bounds only, never timings.
+
+mod common;
+
+use common::{leakgate, text};
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = leakgate()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+fn ok(args: &[&str], stdin: &str) -> String {
+    let out = run(args, stdin);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    text(&out.stdout).trim().to_string()
+}
+
+/// A refusal: non-zero, with `why` on stderr.
+fn refused(args: &[&str], why: &str) {
+    let out = run(args, "x");
+    assert!(!out.status.success(), "{args:?} was accepted");
+    assert!(text(&out.stderr).contains(why), "{args:?}: {}", text(&out.stderr));
+}
+
+fn status(db: &str) -> Value {
+    serde_json::from_str(&ok(&["jobs", "status", "--db", db, "--json"], "")).unwrap()
+}
+
+fn db_in(dir: &Path) -> String {
+    dir.join("jobs.db").to_str().unwrap().to_string()
+}
+
+fn worker(db: &str, extra: &[&str], script: &str) -> Child {
+    leakgate()
+        .args(["jobs", "work", "--db", db])
+        .args(extra)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_bounded(child: Child, bound: Duration) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(bound) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            panic!("the worker did not exit within {bound:?}");
+        }
+    }
+}
+
+/// Whether `pid` is a live process (a zombie is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn priorities_run_higher_first_and_bad_ones_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_in(dir.path());
+    for bad in ["2147483648", "-1", "high", "1.5"] {
+        refused(&["jobs", "add", "--db", &db, "mail", "--priority", bad], "priority");
+    }
+    assert!(!Path::new(&db).exists(), "a refused add wrote nothing");
+    ok(&["jobs", "add", "--db", &db, "mail"], "low");
+    ok(&["jobs", "add", "--db", &db, "mail", "--priority", "2147483647"], "top");
+    ok(&["jobs", "add", "--db", &db, "mail", "--priority", "3", "--lines"], "mid1\nmid2\n");
+    let log = dir.path().join("log");
+    let script = format!("cat >> '{}'; echo >> '{}'", log.display(), log.display());
+    let out = wait_bounded(worker(&db, &["--until-empty"], &script), Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "top\nmid1\nmid2\nlow\n");
+}
+
+#[test]
+fn cancel_waiting_and_running_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_in(dir.path());
+    let waiting = ok(&["jobs", "add", "--db", &db, "later", "--after", "1h"], "w");
+    let long = ok(&["jobs", "add", "--db", &db, "long"], "l");
+    refused(&["jobs", "cancel", "--db", &db, &waiting, "999"], "no job 999");
+    assert_eq!(status(&db)["totals"]["cancelled"], 0, "a refused cancel wrote nothing");
+    assert_eq!(ok(&["jobs", "cancel", "--db", &db, &waiting], ""), "1");
+    // A running command and its child: stopped with their group when the job is cancelled.
+    let script = format!(
+        "cat >/dev/null; sleep 300 & echo $! > '{d}/child'; echo $$ > '{d}/command'; wait",
+        d = dir.path().display()
+    );
+    let w = worker(&db, &["--lease", "900ms", "--until-empty", "--max-attempts", "5"], &script);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.path().join(name)).ok()?.trim().parse::<i32>().ok()
+    };
+    let pids = loop {
+        if let (Some(a), Some(b)) = (read("command"), read("child")) {
+            break [a, b];
+        }
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(ok(&["jobs", "cancel", "--db", &db, &long], ""), "1");
+    let out = wait_bounded(w, Duration::from_secs(60));
+    let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        let _ = std::process::Command::new("kill").args(["-KILL", &p.to_string()]).status();
+    }
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(left.is_empty(), "the cancelled command's group outlived it: {left:?}");
+    assert!(text(&out.stderr).contains(&format!("job {long}: cancelled")), "{}", text(&out.stderr));
+    let s = status(&db);
+    assert_eq!(s["lanes"]["long"]["cancelled"], 1);
+    assert_eq!(s["lanes"]["later"]["cancelled"], 1);
+    assert_eq!((s["totals"]["waiting"].as_u64(), s["totals"]["dead"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(s["totals"]["cancelled"], 2);
+    let runs = std::fs::read_to_string(dir.path().join("command")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "ran once, not retried");
+}
+
+#[test]
+fn pause_and_resume_a_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_in(dir.path());
+    ok(&["jobs", "add", "--db", &db, "mail"], "m");
+    refused(&["jobs", "pause", "--db", &db, "mial"], "no job was ever added to lane \"mial\"");
+    refused(&["jobs", "resume", "--db", &db, "mial"], "typo");
+    ok(&["jobs", "pause", "--db", &db, "mail"], "");
+    assert_eq!(status(&db)["lanes"]["mail"]["paused"], true);
+    let log = dir.path().join("log");
+    let script = format!("cat >> '{}'", log.display());
+    // A paused lane's job is not taken: the worker finds nothing to take, yet the queue is not
+    // empty; it is stopped with SIGTERM after a while.
+    let w = worker(&db, &[], &script);
+    std::thread::sleep(Duration::from_millis(300));
+    std::process::Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
+    let out = wait_bounded(w, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!log.exists(), "a paused lane's job ran");
+    ok(&["jobs", "resume", "--db", &db, "mail"], "");
+    assert_eq!(status(&db)["lanes"]["mail"]["paused"], false);
+    let out = wait_bounded(worker(&db, &["--until-empty"], &script), Duration::from_secs(30));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "m");
+}
