@@ -19,7 +19,7 @@ use tokio_postgres::types::Type;
 /// maintenance then, and the rules' version: one round trip.
 const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
     EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
-        AND (max_in_flight IS NULL OR running < max_in_flight)) \
+        AND NOT paused AND (max_in_flight IS NULL OR running < max_in_flight)) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now), \
     COALESCE((SELECT version FROM rules WHERE id = 1), 0) FROM t";
@@ -78,7 +78,7 @@ impl Postgres {
 async fn outlook(client: &impl GenericClient, now: i64) -> Result<(Option<i64>, i64), Error> {
     let row = typed_one(
         client,
-        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
+        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 AND NOT paused \
                      AND (max_in_flight IS NULL OR running < max_in_flight)), \
                     (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
                     (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \

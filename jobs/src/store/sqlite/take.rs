@@ -13,7 +13,7 @@ use rusqlite::{Connection, TransactionBehavior};
 
 /// Whether anything could be taken or needs maintenance at `?1`.
 const ANYTHING_DUE: &str = "SELECT EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= ?1 \
-    AND paused_until <= ?1 AND (max_in_flight IS NULL OR running < max_in_flight)) \
+    AND paused_until <= ?1 AND paused = 0 AND (max_in_flight IS NULL OR running < max_in_flight)) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= ?1) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= ?1)";
 
@@ -47,7 +47,7 @@ pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Re
 fn outlook(conn: &Connection, now: i64) -> Result<(Option<i64>, i64), Error> {
     let (slot, due, lease, remaining): (Option<i64>, Option<i64>, Option<i64>, i64) = conn
         .prepare_cached(
-            "SELECT (SELECT MIN(MAX(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
+            "SELECT (SELECT MIN(MAX(next_slot, paused_until)) FROM lanes WHERE ready > 0 AND paused = 0 \
                      AND (max_in_flight IS NULL OR running < max_in_flight)), \
                     (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
                     (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
@@ -56,4 +56,25 @@ fn outlook(conn: &Connection, now: i64) -> Result<(Option<i64>, i64), Error> {
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
     let wake = [slot, due, lease].into_iter().flatten().min().map(|t| t.max(now));
     Ok((wake, remaining))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a paused lane with ready jobs once made the outlook answer "due now", and a
+    /// worker then claimed every millisecond for as long as the lane stayed paused.
+    #[test]
+    fn a_paused_lane_is_neither_due_nor_a_wake_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("q.db")).unwrap();
+        super::super::schema::migrate(&mut conn).unwrap();
+        conn.execute_batch("INSERT INTO lanes (lane, ready, paused) VALUES ('mail', 1, 1)")
+            .unwrap();
+        let due: bool = conn.query_row(ANYTHING_DUE, [5], |r| r.get(0)).unwrap();
+        assert!(!due);
+        assert_eq!(outlook(&conn, 5).unwrap(), (None, 1), "no wake-up; the job still counts");
+        conn.execute_batch("UPDATE lanes SET paused = 0").unwrap();
+        assert_eq!(outlook(&conn, 5).unwrap(), (Some(5), 1));
+    }
 }
