@@ -165,3 +165,92 @@ fn pause_and_resume_a_lane() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "m");
 }
+
+#[test]
+fn every_adds_jobs_on_its_ticks_and_is_listed_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_in(dir.path());
+    refused(&["jobs", "every", "--db", &db, "n", "--cron", "61 * * * *", "l"], "does not parse");
+    refused(
+        &["jobs", "every", "--db", &db, "n", "--cron", "* * * * *", "--zone", "Nowhere/Town", "l"],
+        "Nowhere/Town",
+    );
+    refused(&["jobs", "every", "--db", &db, "n", "--interval", "10ms", "l"], "shorter");
+    refused(&["jobs", "every", "--db", &db, "n", "l"], "--cron");
+    assert!(!Path::new(&db).exists(), "a refused schedule wrote nothing");
+    ok(&["jobs", "every", "--db", &db, "beat", "--interval", "1s", "pings"], "ping");
+    ok(
+        &[
+            "jobs",
+            "every",
+            "--db",
+            &db,
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--zone",
+            "Europe/Paris",
+            "reports",
+            "--missed",
+            "once",
+        ],
+        "r",
+    );
+    let listed = ok(&["jobs", "every", "--db", &db, "--list"], "");
+    let lines: Vec<Value> = listed.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert_eq!(
+        (lines[0]["name"].as_str(), lines[0]["interval_s"].as_f64()),
+        (Some("beat"), Some(1.0))
+    );
+    assert_eq!(lines[1]["zone"], "Europe/Paris");
+    assert_eq!(lines[1]["missed"], "once");
+    let log = dir.path().join("log");
+    let w = worker(&db, &[], &format!("cat >> '{}'; echo >> '{}'", log.display(), log.display()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&log).map_or(0, |t| t.lines().count()) < 2 {
+        assert!(Instant::now() < deadline, "no two ticks within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::process::Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
+    let out = wait_bounded(w, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&log).unwrap().lines().all(|l| l == "ping"));
+    ok(&["jobs", "every", "--db", &db, "--remove", "beat"], "");
+    refused(&["jobs", "every", "--db", &db, "--remove", "beat"], "no schedule named \"beat\"");
+    let listed = ok(&["jobs", "every", "--db", &db, "--list"], "");
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+}
+
+#[test]
+fn a_command_replies_retry_after_or_slow_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_in(dir.path());
+    ok(&["jobs", "add", "--db", &db, "bank"], "later");
+    ok(&["jobs", "add", "--db", &db, "api"], "slow");
+    ok(&["jobs", "add", "--db", &db, "odd"], "garbage");
+    // Each job's first run replies and fails; later runs succeed.
+    let script = r#"p=$(cat); if [ "$LEAKGATE_JOB_ATTEMPT" = 1 ]; then
+        case $p in later) echo 'retry-after 1h' > "$LEAKGATE_JOB_REPLY";;
+                   slow) echo 'slow-down 1h' > "$LEAKGATE_JOB_REPLY";;
+                   *) echo 'whenever' > "$LEAKGATE_JOB_REPLY";; esac; exit 1; fi"#;
+    let args = ["--until-empty", "--backoff", "10ms", "--max-attempts", "2"];
+    let w = worker(&db, &args, script);
+    // The odd job is retried after the backoff and done; the others wait an hour: stop it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status(&db)["lanes"]["odd"]["done"] != 1 {
+        assert!(Instant::now() < deadline, "the odd job was not retried");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::process::Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
+    let out = wait_bounded(w, Duration::from_secs(30));
+    let err = text(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("asked to be retried after 3600s"), "{err}");
+    assert!(err.contains("the lane pauses 3600s"), "{err}");
+    assert!(err.contains("exit status 1 (the reply \"whenever\" is neither"), "{err}");
+    let s = status(&db);
+    assert_eq!(s["lanes"]["bank"]["scheduled"], 1, "waits its hour, in the database");
+    assert_eq!(s["lanes"]["api"]["ready"], 1);
+    assert!(s["lanes"]["api"]["next_slot_in_s"].as_f64().unwrap() > 3000.0, "the lane pauses");
+}

@@ -63,6 +63,10 @@ pub enum Error {
     UnknownJob(i64),
     /// No job was ever added to this lane (a typo?); nothing was changed.
     UnknownLane(String),
+    /// A schedule that cannot be stored (the message says why; nothing was written).
+    BadSchedule(String),
+    /// No schedule of this name (nothing was changed).
+    UnknownSchedule(String),
 }
 
 impl fmt::Display for Error {
@@ -110,6 +114,10 @@ impl fmt::Display for Error {
             ),
             Error::UnknownJob(id) => {
                 write!(f, "no job {id} in the database (nothing was changed)")
+            }
+            Error::BadSchedule(m) => write!(f, "bad schedule: {m} (nothing was written)"),
+            Error::UnknownSchedule(name) => {
+                write!(f, "no schedule named {name:?} (nothing was changed)")
             }
             Error::UnknownLane(lane) => write!(
                 f,

@@ -170,6 +170,7 @@ pub struct Added {
 ///     Outcome::Done,                                   // the job is done
 ///     Outcome::Failed("bank said 500".into()),         // retried after a backoff, or dead
 ///     Outcome::SlowDown(Duration::from_secs(30)),      // "429": pause the lane, run it again
+///     Outcome::RetryAfter(Duration::from_secs(60)),    // this job again in a minute
 /// ];
 /// # let _ = outcomes;
 /// ```
@@ -184,6 +185,10 @@ pub enum Outcome {
     /// counting as a failure, and the lane runs nothing for this long, then resumes at its pace
     /// with no burst.
     SlowDown(Duration),
+    /// The job asked to be run again after this long (a `Retry-After` for this job only): a
+    /// failed run like [`Failed`](Self::Failed) (it counts towards `max_attempts`), retried after
+    /// exactly this delay instead of the backoff, stored in the database for every worker.
+    RetryAfter(Duration),
 }
 
 /// A job taken by a worker: it holds a lease until it is marked done, failed or slowed down.

@@ -109,6 +109,7 @@ mod operate;
 mod pace;
 mod retry;
 mod rules;
+mod schedule;
 mod status;
 mod store;
 mod worker;
@@ -118,6 +119,7 @@ pub use error::Error;
 pub use job::{Added, Job, MAX_LANE, MAX_PAYLOAD, MAX_PRIORITY, NewJob, Outcome};
 pub use jobs::Jobs;
 pub use rules::{LaneLimits, LaneRules, RulesError};
+pub use schedule::{Every, Missed, Schedule, ScheduleInfo};
 pub use status::{DeadJob, LaneStatus, Requeue, Run};
 pub use worker::{Event, Progress, Snapshot, Stop, Worker};
 

@@ -10,6 +10,8 @@ mod add;
 mod admin;
 mod control;
 mod demo;
+mod every;
+mod reply;
 mod status;
 mod supervise;
 mod work;
@@ -60,6 +62,9 @@ enum Command {
     Purge(admin::PurgeArgs),
     /// Cancel jobs: a waiting one never runs; a running one is stopped and not retried
     Cancel(control::CancelArgs),
+    /// Add a job to a lane on every tick of a cron expression or an interval (payload = stdin);
+    /// --list, --remove NAME
+    Every(every::Args),
     /// Pause a lane: its jobs are not taken until it is resumed (running ones finish)
     Pause(control::LaneArgs),
     /// Resume a paused lane
@@ -82,6 +87,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Requeue(args) => admin::run_requeue(args),
         Command::Purge(args) => admin::run_purge(args),
         Command::Cancel(args) => control::run_cancel(args),
+        Command::Every(args) => every::run(args),
         Command::Pause(args) => control::run_pause(args, true),
         Command::Resume(args) => control::run_pause(args, false),
         Command::Demo(args) => demo::run(args),

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::job::{Added, Job, NewJob, Outcome};
 use crate::retry::Policy;
 use crate::rules::LaneRules;
+use crate::schedule::{Schedule, ScheduleInfo};
 use crate::status::{DeadJob, LaneStatus, Requeue, Run};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -82,6 +83,8 @@ pub(crate) struct Taken {
     pub(crate) expired_dead: u64,
     /// Failed runs that went dead.
     pub(crate) died: u64,
+    /// Jobs added by schedules' ticks.
+    pub(crate) ticked: u64,
 }
 
 /// The parsed rules of a database, cached by the version stored beside them.
@@ -246,6 +249,28 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.run(move |c, _| sqlite::control::cancelled_among(c, &ids)).await,
             Store::Postgres(p) => p.cancelled_among(ids).await,
+        }
+    }
+
+    pub(crate) async fn set_schedule(&self, s: Schedule, now: Option<i64>) -> Result<(), Error> {
+        s.check()?;
+        match self {
+            Store::Sqlite(st) => st.run(move |c, _| sqlite::schedules::set(c, &s, now)).await,
+            Store::Postgres(p) => p.set_schedule(s, now).await,
+        }
+    }
+
+    pub(crate) async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(|c, _| sqlite::schedules::list(c)).await,
+            Store::Postgres(p) => p.schedules().await,
+        }
+    }
+
+    pub(crate) async fn remove_schedule(&self, name: String) -> Result<(), Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::schedules::remove(c, &name)).await,
+            Store::Postgres(p) => p.remove_schedule(name).await,
         }
     }
 

@@ -180,6 +180,9 @@ impl std::fmt::Display for Event {
                 match outcome {
                     Outcome::Done => write!(f, "done in {took}"),
                     Outcome::Failed(why) => write!(f, "failed in {took}: {why}"),
+                    Outcome::RetryAfter(after) => {
+                        write!(f, "failed in {took}: asked to be retried after {after:?}")
+                    }
                     Outcome::SlowDown(pause) => {
                         write!(f, "asked to slow down in {took}: the lane pauses {pause:?}")
                     }

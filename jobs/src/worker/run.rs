@@ -250,7 +250,13 @@ impl Worker {
                     Some((deadline, timeout, grace)) => {
                         tokio::pin!(run);
                         match tokio::time::timeout_at(deadline, &mut run).await {
-                            Ok(outcome) => outcome.unwrap_or_else(panicked),
+                            // Ended before its deadline. (`timeout_at` polls the run first: a run
+                            // whose end and deadline were both passed when the task was polled
+                            // late, on a loaded machine, ended past its time.)
+                            Ok(outcome) if Instant::now() < deadline => {
+                                outcome.unwrap_or_else(panicked)
+                            }
+                            Ok(_) => Outcome::Failed(format!("timed out after {timeout:?}")),
                             Err(_) => {
                                 // Past its time: the handler, told by its job's deadline, has the
                                 // grace to wind down; then it is dropped. A failed attempt either way.
@@ -309,7 +315,9 @@ impl Worker {
         for c in &recorded {
             let (counter, metric) = match c.outcome {
                 Outcome::Done => (Counter::Done, "leakgate_jobs_done_total"),
-                Outcome::Failed(_) => (Counter::Failed, "leakgate_jobs_failed_total"),
+                Outcome::Failed(_) | Outcome::RetryAfter(_) => {
+                    (Counter::Failed, "leakgate_jobs_failed_total")
+                }
                 Outcome::SlowDown(_) => (Counter::Slowed, "leakgate_jobs_slow_downs_total"),
             };
             p.add(counter, 1);
@@ -322,8 +330,11 @@ impl Worker {
         metrics::counter!("leakgate_jobs_runs_total").increment(taken.jobs.len() as u64);
         metrics::counter!("leakgate_jobs_dead_total").increment(dead);
         metrics::counter!("leakgate_jobs_lease_expiries_total").increment(taken.expired);
-        let retries =
-            recorded.iter().filter(|c| matches!(c.outcome, Outcome::Failed(_))).count() as u64;
+        metrics::counter!("leakgate_jobs_schedule_ticks_total").increment(taken.ticked);
+        let retries = recorded
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Failed(_) | Outcome::RetryAfter(_)))
+            .count() as u64;
         metrics::counter!("leakgate_jobs_retries_total")
             .increment(retries.saturating_sub(taken.died));
     }

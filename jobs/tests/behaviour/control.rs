@@ -15,7 +15,7 @@ cases!(ALL: higher_priority_first_fifo_among_equals, priorities_keep_the_pace_ex
     a_bad_priority_is_refused_and_nothing_is_added, a_cancelled_waiting_job_never_runs,
     a_cancelled_running_job_is_not_retried, a_worker_stops_a_cancelled_run,
     a_paused_lane_is_not_taken_until_resumed, weights_share_the_claims,
-    retries_keep_their_priority);
+    retries_keep_their_priority, a_job_asks_to_be_retried_after_a_delay);
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -213,4 +213,22 @@ async fn retries_keep_their_priority(db: Db) {
     clock.advance(Duration::from_secs(3600));
     assert_eq!(payloads(&jobs, 1).await, ["high"], "the retry keeps its priority");
     assert_eq!(payloads(&jobs, 1).await, ["low"]);
+}
+
+async fn a_job_asks_to_be_retried_after_a_delay(db: Db) {
+    let clock = clock();
+    let open = || db.builder().caller_clock(clock.clone()).max_attempts(2).open();
+    let (jobs, other) = (open().await.unwrap(), open().await.unwrap());
+    add(&jobs, "bank", "refund", 0).await;
+    let job = jobs.take(1).await.unwrap().remove(0);
+    jobs.retry_after(&job, Duration::from_secs(90)).await.unwrap();
+    clock.advance(Duration::from_secs(90) - MS);
+    assert!(other.take(1).await.unwrap().is_empty(), "another worker obeys it too");
+    clock.advance(MS);
+    let again = other.take(1).await.unwrap().remove(0);
+    assert_eq!(again.attempt(), 2);
+    other.retry_after(&again, Duration::from_secs(1)).await.unwrap();
+    let dead = jobs.dead(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1, "a failed attempt: dead after max_attempts");
+    assert_eq!(dead[0].error, "asked to be retried after 1s");
 }

@@ -15,6 +15,7 @@ mod control;
 mod db;
 mod model;
 mod runs;
+mod schedules;
 mod worker;
 
 use libtest_mimic::{Arguments, Trial};
@@ -27,8 +28,13 @@ fn main() {
     let pg = (wants_pg && !args.list && !args.ignored)
         .then(|| std::sync::Arc::new(postgres::Postgres::start()));
     let mut trials = Vec::new();
-    for (name, case) in
-        cases::ALL.iter().chain(control::ALL).chain(worker::ALL).chain(runs::ALL).chain(model::ALL)
+    for (name, case) in cases::ALL
+        .iter()
+        .chain(control::ALL)
+        .chain(schedules::ALL)
+        .chain(worker::ALL)
+        .chain(runs::ALL)
+        .chain(model::ALL)
     {
         let (name, case) = (*name, *case);
         trials.push(Trial::test(format!("sqlite::{name}"), move || {

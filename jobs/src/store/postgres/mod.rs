@@ -37,6 +37,7 @@ mod lanes;
 mod ops;
 mod record;
 mod report;
+mod schedules;
 mod schema;
 mod take;
 

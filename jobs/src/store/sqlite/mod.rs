@@ -24,6 +24,7 @@ mod lanes;
 pub(crate) mod ops;
 mod record;
 pub(crate) mod report;
+pub(crate) mod schedules;
 mod schema;
 pub(crate) mod take;
 

@@ -70,7 +70,8 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO counters VALUES ('served', 0);
     ",
     // 2: priorities (ready jobs by lane, highest priority first, then by id), cancelled jobs
-    // (state 5) and their count, paused lanes, and a lane's claims into its weighted turn.
+    // (state 5) and their count, paused lanes, a lane's claims into its weighted turn, and
+    // schedules (a job per tick: (schedule, tick) unique among jobs).
     "
     ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
     DROP INDEX jobs_ready;
@@ -79,6 +80,20 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE lanes ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE lanes ADD COLUMN paused    INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE lanes ADD COLUMN credit    INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE schedules (
+        name        TEXT    PRIMARY KEY,
+        lane        TEXT    NOT NULL,
+        payload     BLOB    NOT NULL,
+        cron        TEXT,
+        zone        TEXT,
+        interval_ns INTEGER,
+        missed      INTEGER NOT NULL,
+        next_tick   INTEGER NOT NULL
+    );
+    CREATE INDEX schedules_due ON schedules (next_tick);
+    ALTER TABLE jobs ADD COLUMN schedule TEXT;
+    ALTER TABLE jobs ADD COLUMN tick     INTEGER;
+    CREATE UNIQUE INDEX jobs_tick ON jobs (schedule, tick) WHERE schedule IS NOT NULL;
     ",
 ];
 
