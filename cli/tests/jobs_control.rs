@@ -49,6 +49,8 @@ fn worker(db: &str, extra: &[&str], script: &str) -> Child {
         .args(["jobs", "work", "--db", db])
         .args(extra)
         .args(["--", "sh", "-c", script])
+        // Its folder of replies beside the database, so that a killed worker leaves none behind.
+        .env("TMPDIR", tmpdir_for(db))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -253,4 +255,13 @@ fn a_command_replies_retry_after_or_slow_down() {
     assert_eq!(s["lanes"]["bank"]["scheduled"], 1, "waits its hour, in the database");
     assert_eq!(s["lanes"]["api"]["ready"], 1);
     assert!(s["lanes"]["api"]["next_slot_in_s"].as_f64().unwrap() > 3000.0, "the lane pauses");
+}
+
+/// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
+/// temporary directory, removed with it), else the usual place.
+fn tmpdir_for(db: &str) -> std::path::PathBuf {
+    match Path::new(db).parent() {
+        Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
+        _ => std::env::temp_dir(),
+    }
 }

@@ -18,6 +18,35 @@ use std::path::Path;
 /// The most of a reply file that is read.
 const MAX_REPLY: u64 = 4096;
 
+/// The start of the name of a worker's folder of replies, followed by its pid and a dash.
+const FOLDER: &str = "leakgate-jobs-replies-";
+
+/// A folder for this worker's reply files (mode 0700, a random name with the worker's pid in
+/// it), removed when dropped. Folders of workers that died without removing theirs (`kill -9`)
+/// are removed first: one whose pid is no longer a process.
+pub(crate) fn folder() -> Result<tempfile::TempDir, String> {
+    let tmp = std::env::temp_dir();
+    if let Ok(entries) = std::fs::read_dir(&tmp) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(FOLDER)?.split('-').next()?.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(&format!("{FOLDER}{}-", std::process::id()))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(&tmp)
+        .map_err(|e| {
+            format!("cannot make a folder for the jobs' replies in {}: {e}", tmp.display())
+        })
+}
+
 /// What a reply asks for, or why it is not understood; `Ok(None)` when there is none.
 pub(crate) fn read(path: &Path) -> Result<Option<Outcome>, String> {
     let mut text = String::new();
@@ -55,6 +84,22 @@ fn parse(text: &str) -> Result<Option<Outcome>, String> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A dead worker's folder is removed by the next worker; a live one's is left alone.
+    #[test]
+    fn folders_of_dead_workers_are_swept() {
+        let tmp = std::env::temp_dir();
+        let dead = tmp.join(format!("{FOLDER}{}-test", u32::MAX - 7)); // no such pid
+        std::fs::create_dir_all(dead.join("inner")).unwrap();
+        let mine = folder().unwrap();
+        assert!(!dead.exists(), "a dead worker's folder is removed");
+        let again = folder().unwrap();
+        assert!(mine.path().exists(), "a live worker's folder stays");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(mine.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "only the worker's user reads and writes replies");
+        drop((mine, again));
+    }
 
     #[test]
     fn replies_parse_and_bad_ones_say_why() {

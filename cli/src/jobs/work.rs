@@ -139,10 +139,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             command: args.command.clone(),
             kill_after,
             slow: args.slow_down_exit.map(|code| (code, args.slow_down_pause)),
-            replies: tempfile::Builder::new()
-                .prefix("leakgate-jobs-replies-")
-                .tempdir()
-                .map_err(|e| format!("cannot make a folder for the jobs' replies: {e}"))?,
+            replies: super::reply::folder()?,
         });
         let summary =
             worker.run(move |job| run_one(how.clone(), job)).await.map_err(|e| match &args.rules {
