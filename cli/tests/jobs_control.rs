@@ -151,6 +151,8 @@ fn pause_and_resume_a_lane() {
     refused(&["jobs", "resume", "--db", &db, "mial"], "typo");
     ok(&["jobs", "pause", "--db", &db, "mail"], "");
     assert_eq!(status(&db)["lanes"]["mail"]["paused"], true);
+    let table = ok(&["jobs", "status", "--db", &db], "");
+    assert!(table.lines().any(|l| l.starts_with("mail") && l.contains("paused")), "{table}");
     let log = dir.path().join("log");
     let script = format!("cat >> '{}'", log.display());
     // A paused lane's job is not taken: the worker finds nothing to take, yet the queue is not

@@ -124,7 +124,11 @@ fn print_table(lanes: &[LaneStatus]) {
             l.dead,
             l.done,
             l.oldest_waiting.map_or("-".into(), human),
-            l.next_slot_in.map_or("now".into(), |d| format!("in {}", human(d))),
+            match (l.paused, l.next_slot_in) {
+                (true, _) => "paused".to_string(),
+                (false, None) => "now".to_string(),
+                (false, Some(d)) => format!("in {}", human(d)),
+            },
             rate,
             l.rule.as_deref().unwrap_or("not paced"),
         );
@@ -136,7 +140,8 @@ fn print_table(lanes: &[LaneStatus]) {
 const LEGEND: &str = "\
 WAITING: ready or delayed (--after, a retry's backoff); OLDEST: how long the oldest has waited;
 NEXT SLOT: when the lane's pace lets its next run start; RUNS/MIN: runs started in the last
-minute / the most the lane's rule lets start in a minute (alone: not paced)";
+minute / the most the lane's rule lets start in a minute (alone: not paced); a paused lane
+(`jobs pause`) says \"paused\" for its next slot until it is resumed";
 
 /// A rate per minute, short.
 fn short(r: f64) -> String {
