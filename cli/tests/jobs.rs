@@ -47,6 +47,8 @@ fn worker(db: &str, extra: &[&str], script: &str) -> Child {
         .args(["jobs", "work", "--db", db])
         .args(extra)
         .args(["--", "sh", "-c", script])
+        // Its folder of replies beside the database, so that a killed worker leaves none behind.
+        .env("TMPDIR", tmpdir_for(db))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -368,4 +370,13 @@ fn bad_input() {
         serde_json::from_str(&ok(&["jobs", "status", "--db", &db, "--json"], b"")).unwrap();
     assert_eq!(status["lanes"]["kept"]["waiting"].as_u64(), Some(1), "nothing stored was lost");
     assert_eq!(status["lanes"]["bytes"]["waiting"].as_u64(), Some(1));
+}
+
+/// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
+/// temporary directory, removed with it), else the usual place.
+fn tmpdir_for(db: &str) -> std::path::PathBuf {
+    match Path::new(db).parent() {
+        Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
+        _ => std::env::temp_dir(),
+    }
 }

@@ -34,6 +34,8 @@ fn worker(db: &str, extra: &[&str], script: &str) -> Child {
         .args(["jobs", "work", "--db", db])
         .args(extra)
         .args(["--", "sh", "-c", script])
+        // Its folder of replies beside the database, so that a killed worker leaves none behind.
+        .env("TMPDIR", tmpdir_for(db))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -200,4 +202,13 @@ fn rules_check_knows_the_jobs_options() {
     let out = leakgate().args(["rules", "check", rules.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("may also set max_in_flight and max_waiting"), "{:?}", out);
+}
+
+/// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
+/// temporary directory, removed with it), else the usual place.
+fn tmpdir_for(db: &str) -> std::path::PathBuf {
+    match Path::new(db).parent() {
+        Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
+        _ => std::env::temp_dir(),
+    }
 }

@@ -3,7 +3,8 @@
 //! * `add`: jobs/s one at a time (each its own durable transaction) and batched (one
 //!   transaction of many, as `add --lines` does);
 //! * unpaced throughput through the library worker (no process per job) with 1, 2 and 4
-//!   workers, each its own handle (connection) at concurrency 32;
+//!   workers, each its own handle (connection) at concurrency 32, jobs of mixed priorities and
+//!   schedules stored;
 //! * a fleet of 3 workers on one lane of 20/s burst 1: the rate they really start jobs at (to
 //!   set beside apalis's per-worker rate limit: `jobs/bench-apalis`);
 //! * paced accuracy at 100/s burst 1: lateness of each start against its slot (p50, p99, max),
@@ -13,7 +14,7 @@
 //! `cargo bench -p leakgate-jobs --bench jobs` (add `-- --quick` for a smaller run). PostgreSQL
 //! runs with its defaults (durable commits); SQLite with WAL and `synchronous = FULL`.
 
-use leakgate_jobs::{Jobs, LaneRules, NewJob, Outcome};
+use leakgate_jobs::{Every, Jobs, LaneRules, NewJob, Outcome, Schedule};
 use leakgate_test_support::postgres;
 use std::time::{Duration, Instant};
 
@@ -155,12 +156,23 @@ async fn throughput_owned(db: String, workers: usize, n: usize) -> f64 {
     throughput(&db, workers, n).await
 }
 
-/// `n` jobs over 8 lanes, then `workers` workers (each its own handle) drain them.
+/// `n` jobs over 8 lanes, of priorities 0 to 3, with 3 schedules stored (ticking hourly: present
+/// in every claim, due in none), then `workers` workers (each its own handle) drain them.
 async fn throughput(db: &str, workers: usize, n: usize) -> f64 {
     let jobs = Jobs::open(db).await.unwrap();
+    for k in 0..3 {
+        let every = Every::Interval(Duration::from_secs(3600));
+        jobs.every(Schedule::new(format!("s{k}"), every, format!("lane/{k}"), "tick"))
+            .await
+            .unwrap();
+    }
     for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
-        let batch =
-            chunk.iter().map(|i| NewJob::new(format!("lane/{}", i % 8), format!("{i}"))).collect();
+        let batch = chunk
+            .iter()
+            .map(|i| {
+                NewJob::new(format!("lane/{}", i % 8), format!("{i}")).priority((i % 4) as u32)
+            })
+            .collect();
         jobs.add_all(batch).await.unwrap();
     }
     let t = Instant::now();

@@ -57,6 +57,16 @@ pub enum Error {
     LaneBusy(String),
     /// Rules that do not parse.
     Rules(RulesError),
+    /// A priority above [`MAX_PRIORITY`](crate::MAX_PRIORITY) (nothing was added).
+    BadPriority(u64),
+    /// No job with this id is in the database (nothing was changed).
+    UnknownJob(i64),
+    /// No job was ever added to this lane (a typo?); nothing was changed.
+    UnknownLane(String),
+    /// A schedule that cannot be stored (the message says why; nothing was written).
+    BadSchedule(String),
+    /// No schedule of this name (nothing was changed).
+    UnknownSchedule(String),
 }
 
 impl fmt::Display for Error {
@@ -97,6 +107,22 @@ impl fmt::Display for Error {
                  (the run still holds its lease: report it again)"
             ),
             Error::Rules(e) => write!(f, "bad rules: {e}"),
+            Error::BadPriority(p) => write!(
+                f,
+                "bad priority {p}: a priority is a whole number from 0 to {} (nothing was added)",
+                crate::MAX_PRIORITY
+            ),
+            Error::UnknownJob(id) => {
+                write!(f, "no job {id} in the database (nothing was changed)")
+            }
+            Error::BadSchedule(m) => write!(f, "bad schedule: {m} (nothing was written)"),
+            Error::UnknownSchedule(name) => {
+                write!(f, "no schedule named {name:?} (nothing was changed)")
+            }
+            Error::UnknownLane(lane) => write!(
+                f,
+                "no job was ever added to lane {lane:?}: is it a typo? (nothing was changed)"
+            ),
         }
     }
 }

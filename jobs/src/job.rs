@@ -34,7 +34,16 @@ pub struct NewJob {
     pub(crate) payload: Vec<u8>,
     pub(crate) key: Option<String>,
     pub(crate) after: Duration,
+    pub(crate) priority: u32,
 }
+
+/// The highest priority a job may have: 2^31 - 1 (a priority is stored as a signed 32-bit
+/// integer in both databases).
+///
+/// ```
+/// assert_eq!(leakgate_jobs::MAX_PRIORITY, 2_147_483_647);
+/// ```
+pub const MAX_PRIORITY: u32 = i32::MAX as u32;
 
 impl NewJob {
     /// A job of `payload` in `lane`, to run as soon as its lane's pace allows.
@@ -44,7 +53,13 @@ impl NewJob {
     /// assert_eq!(job.lane(), "mail");
     /// ```
     pub fn new(lane: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
-        NewJob { lane: lane.into(), payload: payload.into(), key: None, after: Duration::ZERO }
+        NewJob {
+            lane: lane.into(),
+            payload: payload.into(),
+            key: None,
+            after: Duration::ZERO,
+            priority: 0,
+        }
     }
 
     /// An idempotency key: adding a job whose key is already stored (in any lane, until the job
@@ -70,6 +85,20 @@ impl NewJob {
         self
     }
 
+    /// Its priority within its lane, 0 (the default) to [`MAX_PRIORITY`]: a lane's ready job of
+    /// the highest priority runs first, and jobs of equal priority in the order they were added.
+    /// Priorities order jobs within a lane only: the pace and the turns between lanes are the same.
+    ///
+    /// ```
+    /// use leakgate_jobs::{NewJob, MAX_PRIORITY};
+    /// assert!(NewJob::new("mail", "x").priority(MAX_PRIORITY).check().is_ok());
+    /// assert!(NewJob::new("mail", "x").priority(MAX_PRIORITY + 1).check().is_err());
+    /// ```
+    pub fn priority(mut self, priority: u32) -> Self {
+        self.priority = priority;
+        self
+    }
+
     /// The lane.
     ///
     /// ```
@@ -80,7 +109,8 @@ impl NewJob {
     }
 
     /// Whether the job can be stored: a lane of 1 to [`MAX_LANE`] bytes with no control
-    /// character, a key likewise, and a payload of at most [`MAX_PAYLOAD`] bytes.
+    /// character, a key likewise, a payload of at most [`MAX_PAYLOAD`] bytes and a priority of
+    /// at most [`MAX_PRIORITY`].
     ///
     /// ```
     /// use leakgate_jobs::NewJob;
@@ -94,6 +124,9 @@ impl NewJob {
         }
         if self.payload.len() > MAX_PAYLOAD {
             return Err(Error::PayloadTooLarge { size: self.payload.len() });
+        }
+        if self.priority > MAX_PRIORITY {
+            return Err(Error::BadPriority(u64::from(self.priority)));
         }
         Ok(())
     }
@@ -137,6 +170,7 @@ pub struct Added {
 ///     Outcome::Done,                                   // the job is done
 ///     Outcome::Failed("bank said 500".into()),         // retried after a backoff, or dead
 ///     Outcome::SlowDown(Duration::from_secs(30)),      // "429": pause the lane, run it again
+///     Outcome::RetryAfter(Duration::from_secs(60)),    // this job again in a minute
 /// ];
 /// # let _ = outcomes;
 /// ```
@@ -151,6 +185,10 @@ pub enum Outcome {
     /// counting as a failure, and the lane runs nothing for this long, then resumes at its pace
     /// with no burst.
     SlowDown(Duration),
+    /// The job asked to be run again after this long (a `Retry-After` for this job only): a
+    /// failed run like [`Failed`](Self::Failed) (it counts towards `max_attempts`), retried after
+    /// exactly this delay instead of the backoff, stored in the database for every worker.
+    RetryAfter(Duration),
 }
 
 /// A job taken by a worker: it holds a lease until it is marked done, failed or slowed down.

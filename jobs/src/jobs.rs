@@ -190,6 +190,26 @@ impl Jobs {
         self.report(job, Outcome::SlowDown(pause)).await
     }
 
+    /// The job asked to be run again after `delay` (a `Retry-After` for this job): a failed
+    /// attempt, counted towards `max_attempts`, retried after exactly `delay` instead of the
+    /// backoff (the time is stored: every worker obeys it).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
+    /// jobs.add("bank", "refund").await?;
+    /// let job = jobs.take(1).await?.remove(0);
+    /// jobs.retry_after(&job, std::time::Duration::from_secs(60)).await?;
+    /// assert!(jobs.take(1).await?.is_empty(), "not for a minute");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn retry_after(&self, job: &Job, delay: Duration) -> Result<(), Error> {
+        self.report(job, Outcome::RetryAfter(delay)).await
+    }
+
     /// Extends the leases of running jobs by the lease time; [`Error::LeaseLost`] names the
     /// first whose lease had already run out (it is back in the queue).
     ///

@@ -9,8 +9,12 @@
 //! beside the jobs. So the pace holds exactly across every worker, process and server, and
 //! across restarts: a restarted worker starts no fresh burst.
 //!
-//! * **Order and fairness.** A lane's jobs first run in the order they were added; ready lanes
-//!   are served round-robin, and a lane waiting for its pace never holds back another.
+//! * **Order and fairness.** Within a lane, higher [priority](NewJob::priority) first, and jobs
+//!   of equal priority in the order they were added; ready lanes take turns, each as many jobs a
+//!   turn as its `weight` in the rules (1 by default), and a lane waiting for its pace never
+//!   holds back another.
+//! * **Control.** [`Jobs::cancel`] (a waiting job never runs, a running one is stopped and not
+//!   retried), [`Jobs::pause`] and [`Jobs::resume`] a lane.
 //! * **Crashes.** A taken job has a lease its worker renews; a job whose worker dies runs again
 //!   once the lease runs out, with its attempt number raised (a fencing token). A job runs more
 //!   than once only then.
@@ -87,12 +91,17 @@
 //! Workers count through the `metrics` facade: `leakgate_jobs_runs_total`,
 //! `leakgate_jobs_done_total`, `leakgate_jobs_failed_total`, `leakgate_jobs_retries_total`,
 //! `leakgate_jobs_dead_total`, `leakgate_jobs_slow_downs_total`,
-//! `leakgate_jobs_lease_expiries_total`, and the histograms `leakgate_jobs_claim_seconds` (one
-//! claim transaction) and `leakgate_jobs_lateness_seconds` (each start against its slot).
+//! `leakgate_jobs_lease_expiries_total`, `leakgate_jobs_runs_cancelled_total` (runs stopped
+//! because their job was cancelled), and the histograms `leakgate_jobs_claim_seconds` (one claim
+//! transaction) and `leakgate_jobs_lateness_seconds` (each start against its slot). The
+//! operations count too: `leakgate_jobs_cancelled_total` (jobs cancelled by
+//! [`Jobs::cancel`]), `leakgate_jobs_lane_pauses_total` and `leakgate_jobs_lane_resumes_total`.
+//! What is stored (cancelled jobs, paused lanes) is read with [`Jobs::status`].
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod builder;
+mod control;
 mod error;
 mod job;
 mod jobs;
@@ -100,15 +109,17 @@ mod operate;
 mod pace;
 mod retry;
 mod rules;
+mod schedule;
 mod status;
 mod store;
 mod worker;
 
 pub use builder::JobsBuilder;
 pub use error::Error;
-pub use job::{Added, Job, MAX_LANE, MAX_PAYLOAD, NewJob, Outcome};
+pub use job::{Added, Job, MAX_LANE, MAX_PAYLOAD, MAX_PRIORITY, NewJob, Outcome};
 pub use jobs::Jobs;
 pub use rules::{LaneLimits, LaneRules, RulesError};
+pub use schedule::{Every, Missed, Schedule, ScheduleInfo};
 pub use status::{DeadJob, LaneStatus, Requeue, Run};
 pub use worker::{Event, Progress, Snapshot, Stop, Worker};
 

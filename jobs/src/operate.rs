@@ -103,7 +103,7 @@ impl Jobs {
         Ok(n)
     }
 
-    /// Removes done jobs finished more than `older_than` ago (their keys are then forgotten),
+    /// Removes done and cancelled jobs finished more than `older_than` ago (their keys are then forgotten),
     /// and the record of runs started before that; answers how many jobs.
     ///
     /// ```

@@ -1,8 +1,17 @@
 //! The retry policy: how failed runs are retried, when a job is dead, and how long a lease lasts.
 //! Pure: both stores ask it inside the transaction that records a failure.
 
-use crate::job::ns;
+use crate::job::{Outcome, ns};
 use std::time::Duration;
+
+/// A failed run's error to store, and the delay (ns) it asked for, if it did.
+pub(crate) fn failure(outcome: &Outcome) -> (String, Option<i64>) {
+    match outcome {
+        Outcome::RetryAfter(d) => (format!("asked to be retried after {d:?}"), Some(ns(*d))),
+        Outcome::Failed(m) => (m.clone(), None),
+        _ => (String::new(), None),
+    }
+}
 
 /// How failed runs are retried, and how long a lease lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

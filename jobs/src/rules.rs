@@ -1,6 +1,8 @@
 //! Lane rules: leakgate's [`Rules`] (a lane gets the quotas of its longest configured prefix) plus
-//! two options of a queue: `max_in_flight` (runs of one lane at once) and `max_waiting` (the
-//! leaky bucket's capacity: jobs waiting in one lane).
+//! three options of a queue: `max_in_flight` (runs of one lane at once), `max_waiting` (the
+//! leaky bucket's capacity: jobs waiting in one lane) and `weight` (the lane's share of the
+//! claims when several lanes are ready: a lane of weight 3 is given 3 jobs a turn, where a lane
+//! of weight 1, the default, is given 1).
 //!
 //! The file format is the core's rules TOML; a rule written as a table may also carry the two
 //! options, and a table with only options sets them without pacing the lane:
@@ -8,7 +10,7 @@
 //! ```toml
 //! "refunds" = "1/s"                                            # every refunds/<bank>, paced
 //! "refunds/bank-a" = { quotas = ["1/s", "3000/h"], max_in_flight = 1, max_waiting = 100000 }
-//! "mail" = { max_in_flight = 4 }                               # not paced, 4 at once
+//! "mail" = { max_in_flight = 4, weight = 3 }                   # not paced, 4 at once, 3 a turn
 //! ```
 
 use leakgate::{Quota, Rule, Rules, RulesFileError};
@@ -16,7 +18,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// The options this crate adds to a rule.
-const OPTIONS: [&str; 2] = ["max_in_flight", "max_waiting"];
+const OPTIONS: [&str; 3] = ["max_in_flight", "max_waiting", "weight"];
+
+/// The largest `weight`.
+const MAX_WEIGHT: u64 = 1000;
 
 /// A lane's limits beyond its pace.
 ///
@@ -32,6 +37,22 @@ pub struct LaneLimits {
     pub max_in_flight: Option<u64>,
     /// The most jobs waiting in one lane: an `add` beyond it is refused (`None`: no limit).
     pub max_waiting: Option<u64>,
+    /// The lane's share of the claims when several lanes are ready: it is given this many jobs
+    /// a turn, 1 to 1000 (`None`: 1).
+    pub weight: Option<u64>,
+}
+
+impl LaneLimits {
+    /// The weight in force: [`weight`](Self::weight), else 1.
+    ///
+    /// ```
+    /// let rules = leakgate_jobs::LaneRules::from_toml("a = { weight = 3 }\nb = \"1/s\"")?;
+    /// assert_eq!((rules.limits("a/x").turn(), rules.limits("b").turn()), (3, 1));
+    /// # Ok::<(), leakgate_jobs::RulesError>(())
+    /// ```
+    pub fn turn(&self) -> i64 {
+        self.weight.map_or(1, |w| w.clamp(1, MAX_WEIGHT) as i64)
+    }
 }
 
 /// The rules of a queue: pace and limits by lane path. Stored in the database (see
@@ -172,6 +193,9 @@ impl fmt::Display for LaneRules {
                 if let Some(n) = l.max_waiting {
                     write!(f, ", max_waiting {n}")?;
                 }
+                if let Some(n) = l.weight {
+                    write!(f, ", weight {n}")?;
+                }
             }
             writeln!(f)?;
         }
@@ -196,16 +220,27 @@ fn strip_options(text: &str) -> Result<Option<Stripped>, RulesError> {
             let Some(v) = options.remove(name) else { continue };
             found = true;
             let n = match v {
-                toml::Value::Integer(n) if n >= 1 => n as u64,
+                toml::Value::Integer(n)
+                    if n >= 1 && (name != "weight" || n as u64 <= MAX_WEIGHT) =>
+                {
+                    n as u64
+                }
                 other => {
                     let line = line_of(text, path);
-                    let what = format!("{name} must be a whole number, at least 1, found {other}");
+                    let what = if name == "weight" {
+                        format!(
+                            "weight must be a whole number from 1 to {MAX_WEIGHT}, found {other}"
+                        )
+                    } else {
+                        format!("{name} must be a whole number, at least 1, found {other}")
+                    };
                     return Err(error_at(line, path, &what));
                 }
             };
             match name {
                 "max_in_flight" => lane.max_in_flight = Some(n),
-                _ => lane.max_waiting = Some(n),
+                "max_waiting" => lane.max_waiting = Some(n),
+                _ => lane.weight = Some(n),
             }
         }
         if found {

@@ -25,6 +25,10 @@ pub struct LaneStatus {
     pub dead: u64,
     /// Done jobs still kept (until purged).
     pub done: u64,
+    /// Jobs cancelled (kept until purged, like done ones).
+    pub cancelled: u64,
+    /// Whether the lane is paused by hand ([`Jobs::pause`](crate::Jobs::pause)).
+    pub paused: bool,
     /// How long the oldest waiting job has waited since it was added.
     pub oldest_waiting: Option<Duration>,
     /// How long until the lane's pace lets its next run go (`None`: now, or not paced).

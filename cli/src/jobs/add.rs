@@ -2,7 +2,7 @@
 
 use super::{block_on, lane, open, DbArg};
 use crate::duration::parse_duration;
-use leakgate_jobs::{NewJob, MAX_PAYLOAD};
+use leakgate_jobs::{NewJob, MAX_PAYLOAD, MAX_PRIORITY};
 use std::ffi::OsString;
 use std::io::{BufRead, Read};
 use std::process::ExitCode;
@@ -22,6 +22,9 @@ pub(crate) struct Args {
     /// Do not run the job before this delay has passed (30s, 5min, 1h)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     after: Option<Duration>,
+    /// The job's priority within its lane, 0 to 2147483647: higher runs first [default: 0]
+    #[arg(long, value_name = "P", value_parser = parse_priority, allow_hyphen_values = true)]
+    priority: Option<u32>,
     /// One job per line of stdin (without its line end), all in one transaction; print the count
     #[arg(long)]
     lines: bool,
@@ -38,8 +41,11 @@ pub(crate) fn run(args: Args) -> ExitCode {
             None => None,
         };
         let after = args.after.unwrap_or_default();
-        let jobs =
+        let mut jobs =
             if args.lines { read_lines(&lane, after)? } else { vec![read_one(&lane, key, after)?] };
+        if let Some(p) = args.priority {
+            jobs = jobs.into_iter().map(|j| j.priority(p)).collect();
+        }
         let queue = open(&args.db.db).await?;
         let added = queue.add_all(jobs).await.map_err(|e| e.to_string())?;
         if args.lines {
@@ -49,6 +55,14 @@ pub(crate) fn run(args: Args) -> ExitCode {
         }
         Ok(())
     })
+}
+
+/// A priority: a whole number from 0 to [`MAX_PRIORITY`], else refused before anything is read.
+fn parse_priority(text: &str) -> Result<u32, String> {
+    match text.parse::<u64>() {
+        Ok(p) if p <= u64::from(MAX_PRIORITY) => Ok(p as u32),
+        _ => Err(format!("a priority is a whole number from 0 to {MAX_PRIORITY}, found {text:?}")),
+    }
 }
 
 /// The whole of stdin as one payload (at most [`MAX_PAYLOAD`] bytes).

@@ -1,14 +1,17 @@
 //! `leakgate jobs`: durable paced jobs from the shell, a thin face over `leakgate-jobs`.
 //!
 //! `add` stores jobs, `work` runs a command for each as its lane's pace allows, `status`, `dead`,
-//! `requeue` and `purge` operate the queue, `demo` shows the refund case end to end. Every
+//! `requeue`, `purge`, `cancel`, `pause` and `resume` operate the queue, `demo` shows the refund case end to end. Every
 //! subcommand opens the database named by `--db` (a file path for SQLite, created if missing, or
 //! a `postgres://` URL), does its work in a tokio runtime of its own, and exits 0 on success,
 //! 1 with a message on stderr on failure, 2 on a usage error.
 
 mod add;
 mod admin;
+mod control;
 mod demo;
+mod every;
+mod reply;
 mod status;
 mod supervise;
 mod work;
@@ -23,7 +26,8 @@ A job is a payload (bytes) in a lane, a `/`-separated name such as refunds/bank-
 by a rules file (the format of `leakgate rules`: a lane gets the rule of its longest prefix and a
 bucket of its own; a lane no rule matches is not paced), given to `work --rules` and stored in the
 database for every worker. A rule written as a table may also set `max_in_flight` (runs of one
-lane at once) and `max_waiting` (jobs waiting in one lane; `add` beyond it is refused):
+lane at once), `max_waiting` (jobs waiting in one lane; `add` beyond it is refused) and `weight`
+(the lane's share of the claims when several lanes are ready: that many jobs a turn, default 1):
 
     \"refunds\" = \"1/s\"
     \"refunds/bank-a\" = { quotas = [\"1/s\", \"3000/h\"], max_in_flight = 1, max_waiting = 100000 }
@@ -54,8 +58,17 @@ enum Command {
     Dead(status::DeadArgs),
     /// Put dead jobs back in their lanes
     Requeue(admin::RequeueArgs),
-    /// Remove done jobs finished longer ago than a retention
+    /// Remove done and cancelled jobs finished longer ago than a retention
     Purge(admin::PurgeArgs),
+    /// Cancel jobs: a waiting one never runs; a running one is stopped and not retried
+    Cancel(control::CancelArgs),
+    /// Add a job to a lane on every tick of a cron expression or an interval (payload = stdin);
+    /// --list, --remove NAME
+    Every(every::Args),
+    /// Pause a lane: its jobs are not taken until it is resumed (running ones finish)
+    Pause(control::LaneArgs),
+    /// Resume a paused lane
+    Resume(control::LaneArgs),
     /// The refund case end to end: two workers pace one lane, one is killed, nothing is lost
     Demo(demo::Args),
     /// (internal) What `work` runs each command under: stops it with its process group when
@@ -73,6 +86,10 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Dead(args) => status::run_dead(args),
         Command::Requeue(args) => admin::run_requeue(args),
         Command::Purge(args) => admin::run_purge(args),
+        Command::Cancel(args) => control::run_cancel(args),
+        Command::Every(args) => every::run(args),
+        Command::Pause(args) => control::run_pause(args, true),
+        Command::Resume(args) => control::run_pause(args, false),
         Command::Demo(args) => demo::run(args),
         Command::Supervise(args) => supervise::run(args),
     }

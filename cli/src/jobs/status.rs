@@ -55,11 +55,17 @@ fn secs(d: Option<Duration>) -> Value {
 /// The `--json` document (the shape is fixed by the contract: `lanes` by name).
 fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
     let mut by_lane = Map::new();
-    let mut totals = [0u64; 6];
+    let mut totals = [0u64; 7];
     for l in lanes {
-        for (t, n) in
-            totals.iter_mut().zip([l.waiting(), l.ready, l.scheduled, l.running, l.dead, l.done])
-        {
+        for (t, n) in totals.iter_mut().zip([
+            l.waiting(),
+            l.ready,
+            l.scheduled,
+            l.running,
+            l.dead,
+            l.done,
+            l.cancelled,
+        ]) {
             *t += n;
         }
         by_lane.insert(
@@ -71,6 +77,8 @@ fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
                 "running": l.running,
                 "dead": l.dead,
                 "done": l.done,
+                "cancelled": l.cancelled,
+                "paused": l.paused,
                 "oldest_waiting_s": secs(l.oldest_waiting),
                 "next_slot_in_s": secs(l.next_slot_in),
                 "runs_last_minute": l.runs_last_minute,
@@ -79,10 +87,10 @@ fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
             }),
         );
     }
-    let [waiting, ready, scheduled, running, dead, done] = totals;
+    let [waiting, ready, scheduled, running, dead, done, cancelled] = totals;
     json!({
         "lanes": by_lane,
-        "totals": {"waiting": waiting, "ready": ready, "scheduled": scheduled, "running": running, "dead": dead, "done": done},
+        "totals": {"waiting": waiting, "ready": ready, "scheduled": scheduled, "running": running, "dead": dead, "done": done, "cancelled": cancelled},
         "backend": backend,
     })
 }
@@ -116,7 +124,11 @@ fn print_table(lanes: &[LaneStatus]) {
             l.dead,
             l.done,
             l.oldest_waiting.map_or("-".into(), human),
-            l.next_slot_in.map_or("now".into(), |d| format!("in {}", human(d))),
+            match (l.paused, l.next_slot_in) {
+                (true, _) => "paused".to_string(),
+                (false, None) => "now".to_string(),
+                (false, Some(d)) => format!("in {}", human(d)),
+            },
             rate,
             l.rule.as_deref().unwrap_or("not paced"),
         );
@@ -128,7 +140,8 @@ fn print_table(lanes: &[LaneStatus]) {
 const LEGEND: &str = "\
 WAITING: ready or delayed (--after, a retry's backoff); OLDEST: how long the oldest has waited;
 NEXT SLOT: when the lane's pace lets its next run start; RUNS/MIN: runs started in the last
-minute / the most the lane's rule lets start in a minute (alone: not paced)";
+minute / the most the lane's rule lets start in a minute (alone: not paced); a paused lane
+(`jobs pause`) says \"paused\" for its next slot until it is resumed";
 
 /// A rate per minute, short.
 fn short(r: f64) -> String {

@@ -68,7 +68,9 @@ pub(crate) struct Args {
     quiet: bool,
     /// The command run for each job, in a process group of its own, with the payload on stdin
     /// and LEAKGATE_JOB_ID, LEAKGATE_JOB_LANE and LEAKGATE_JOB_ATTEMPT in its environment; exit
-    /// 0 means done. It is stopped with its group if this worker dies (even by SIGKILL)
+    /// 0 means done. It is stopped with its group if this worker dies (even by SIGKILL). A
+    /// command that fails may write "retry-after DURATION" (this job again after DURATION) or
+    /// "slow-down DURATION" (the lane pauses) to the file named by LEAKGATE_JOB_REPLY
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 }
@@ -137,6 +139,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             command: args.command.clone(),
             kill_after,
             slow: args.slow_down_exit.map(|code| (code, args.slow_down_pause)),
+            replies: super::reply::folder()?,
         });
         let summary =
             worker.run(move |job| run_one(how.clone(), job)).await.map_err(|e| match &args.rules {
@@ -154,8 +157,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
 /// One line of counts.
 fn line(s: &Snapshot) -> String {
     format!(
-        "{} started, {} done, {} failed, {} dead, {} slowed down, {} lost; {} running, {} waiting or running in the queue",
-        s.started, s.done, s.failed, s.dead, s.slowed, s.lost, s.running, s.remaining
+        "{} started, {} done, {} failed, {} dead, {} slowed down, {} lost, {} cancelled; {} running, {} waiting or running in the queue",
+        s.started, s.done, s.failed, s.dead, s.slowed, s.lost, s.cancelled, s.running, s.remaining
     )
 }
 
@@ -186,6 +189,8 @@ struct How {
     kill_after: Duration,
     /// The exit code that means "slow down", and the lane's pause then.
     slow: Option<(i32, Duration)>,
+    /// Where each run's reply file is made (see [`super::reply`]), removed when the worker ends.
+    replies: tempfile::TempDir,
 }
 
 /// This program: `/proc/self/exe` (still there when the file was replaced since), else the
@@ -217,8 +222,25 @@ impl Drop for Supervised {
     }
 }
 
-/// Runs the command for one job, through the supervisor; stops it at the job's deadline.
+/// Runs the command for one job, and reads its reply when it failed (see [`super::reply`]).
 async fn run_one(how: Arc<How>, job: Job) -> Outcome {
+    let reply = how.replies.path().join(format!("{}-{}", job.id(), job.attempt()));
+    let _ = std::fs::remove_file(&reply); // a reply of an earlier run of this worker
+    let outcome = supervised(&how, &job, &reply).await;
+    let asked = match &outcome {
+        Outcome::Failed(_) => Some(super::reply::read(&reply)),
+        _ => None,
+    };
+    let _ = std::fs::remove_file(&reply);
+    match (asked, outcome) {
+        (Some(Ok(Some(asked))), _) => asked,
+        (Some(Err(why)), Outcome::Failed(error)) => Outcome::Failed(format!("{error} ({why})")),
+        (_, outcome) => outcome,
+    }
+}
+
+/// Runs the command for one job, through the supervisor; stops it at the job's deadline.
+async fn supervised(how: &How, job: &Job, reply: &Path) -> Outcome {
     let mut cmd = tokio::process::Command::new(&how.supervisor);
     cmd.arg0("leakgate")
         .args(["jobs", "__supervise", "--parent"])
@@ -230,6 +252,7 @@ async fn run_one(how: Arc<How>, job: Job) -> Outcome {
         .env("LEAKGATE_JOB_ID", job.id().to_string())
         .env("LEAKGATE_JOB_LANE", job.lane())
         .env("LEAKGATE_JOB_ATTEMPT", job.attempt().to_string())
+        .env("LEAKGATE_JOB_REPLY", reply)
         .stdin(Stdio::piped())
         // Its own process group: a Ctrl-C at the terminal stops the worker taking jobs, and
         // lets the running commands finish.

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::job::{Added, Job, NewJob, Outcome};
 use crate::retry::Policy;
 use crate::rules::LaneRules;
+use crate::schedule::{Schedule, ScheduleInfo};
 use crate::status::{DeadJob, LaneStatus, Requeue, Run};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,9 +29,13 @@ pub(crate) mod state {
     pub(crate) const DONE: i64 = 3;
     /// Failed `max_attempts` times.
     pub(crate) const DEAD: i64 = 4;
+    /// Cancelled: never runs (again); kept until purged, like a done job.
+    pub(crate) const CANCELLED: i64 = 5;
 
     // Both stores' SQL (schema indexes, every query) names the states by these numbers.
-    const _: () = assert!(READY == 0 && SCHEDULED == 1 && RUNNING == 2 && DONE == 3 && DEAD == 4);
+    const _: () = assert!(
+        READY == 0 && SCHEDULED == 1 && RUNNING == 2 && DONE == 3 && DEAD == 4 && CANCELLED == 5
+    );
 }
 
 /// A run's outcome for job `id` at run `attempt` (the fence), in `lane`.
@@ -78,6 +83,8 @@ pub(crate) struct Taken {
     pub(crate) expired_dead: u64,
     /// Failed runs that went dead.
     pub(crate) died: u64,
+    /// Jobs added by schedules' ticks.
+    pub(crate) ticked: u64,
 }
 
 /// The parsed rules of a database, cached by the version stored beside them.
@@ -221,6 +228,49 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::purge(c, older_than, now)).await,
             Store::Postgres(p) => p.purge(older_than, now).await,
+        }
+    }
+
+    pub(crate) async fn cancel(&self, ids: Vec<i64>, now: Option<i64>) -> Result<u64, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::control::cancel(c, &ids, now)).await,
+            Store::Postgres(p) => p.cancel(ids, now).await,
+        }
+    }
+
+    pub(crate) async fn pause(&self, lane: String, paused: bool) -> Result<(), Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::control::pause(c, &lane, paused)).await,
+            Store::Postgres(p) => p.pause(lane, paused).await,
+        }
+    }
+
+    pub(crate) async fn cancelled_among(&self, ids: Vec<i64>) -> Result<Vec<i64>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::control::cancelled_among(c, &ids)).await,
+            Store::Postgres(p) => p.cancelled_among(ids).await,
+        }
+    }
+
+    pub(crate) async fn set_schedule(&self, s: Schedule, now: Option<i64>) -> Result<(), Error> {
+        s.check()?;
+        match self {
+            Store::Sqlite(st) => st.run(move |c, _| sqlite::schedules::set(c, &s, now)).await,
+            Store::Postgres(p) => p.set_schedule(s, now).await,
+        }
+    }
+
+    pub(crate) async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(|c, _| sqlite::schedules::list(c)).await,
+            Store::Postgres(p) => p.schedules().await,
+        }
+    }
+
+    pub(crate) async fn remove_schedule(&self, name: String) -> Result<(), Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::schedules::remove(c, &name)).await,
+            Store::Postgres(p) => p.remove_schedule(name).await,
         }
     }
 

@@ -30,6 +30,7 @@ struct Counts {
     dead: AtomicU64,
     slowed: AtomicU64,
     lost: AtomicU64,
+    cancelled: AtomicU64,
     running: AtomicU64,
     remaining: AtomicU64,
 }
@@ -54,6 +55,8 @@ pub struct Snapshot {
     pub slowed: u64,
     /// Runs whose lease was lost before they ended (their outcome was not recorded).
     pub lost: u64,
+    /// Runs stopped because their job was cancelled.
+    pub cancelled: u64,
     /// Runs going on now.
     pub running: u64,
     /// Jobs waiting or running in the whole database, at the last claim.
@@ -77,6 +80,7 @@ impl Progress {
             dead: get(&c.dead),
             slowed: get(&c.slowed),
             lost: get(&c.lost),
+            cancelled: get(&c.cancelled),
             running: get(&c.running),
             remaining: get(&c.remaining),
         }
@@ -99,6 +103,7 @@ impl Progress {
             Counter::Dead => &c.dead,
             Counter::Slowed => &c.slowed,
             Counter::Lost => &c.lost,
+            Counter::Cancelled => &c.cancelled,
             Counter::Running => &c.running,
             Counter::Remaining => &c.remaining,
         }
@@ -113,6 +118,7 @@ pub(crate) enum Counter {
     Dead,
     Slowed,
     Lost,
+    Cancelled,
     Running,
     Remaining,
 }
@@ -151,6 +157,11 @@ pub enum Event {
         /// The job.
         job: i64,
     },
+    /// A run was stopped because its job was cancelled ([`Jobs::cancel`](crate::Jobs::cancel)).
+    Cancelled {
+        /// The job.
+        job: i64,
+    },
     /// A database operation failed; the worker retries it.
     Retrying(Error),
     /// Done jobs past the retention were removed.
@@ -169,6 +180,9 @@ impl std::fmt::Display for Event {
                 match outcome {
                     Outcome::Done => write!(f, "done in {took}"),
                     Outcome::Failed(why) => write!(f, "failed in {took}: {why}"),
+                    Outcome::RetryAfter(after) => {
+                        write!(f, "failed in {took}: asked to be retried after {after:?}")
+                    }
                     Outcome::SlowDown(pause) => {
                         write!(f, "asked to slow down in {took}: the lane pauses {pause:?}")
                     }
@@ -181,6 +195,7 @@ impl std::fmt::Display for Event {
             Event::LeaseLost { job } => {
                 write!(f, "job {job}: lease lost, the job went back to the queue")
             }
+            Event::Cancelled { job } => write!(f, "job {job}: cancelled, its run was stopped"),
             Event::Retrying(e) => write!(f, "{e} (retrying)"),
             Event::Purged { jobs } => write!(f, "purged {jobs} done jobs past the retention"),
         }

@@ -12,7 +12,8 @@
 //! (the database away) retries no later than the next renewal, and a renewal is never skipped.
 //! Runs are tracked by (job id, attempt) (see [`super::runs`]): a job this worker takes back
 //! while its first run still goes on is two runs, each renewed on its own. A run past the
-//! worker's timeout is stopped (see [`Worker::timeout`]).
+//! worker's timeout is stopped (see [`Worker::timeout`]). A run whose lease is found lost at a
+//! renewal because its job was cancelled is stopped (its future dropped) and forgotten.
 
 use super::progress::Counter;
 use super::runs::Runs;
@@ -21,11 +22,12 @@ use crate::error::Error;
 use crate::job::{Job, Outcome};
 use crate::store::{Completion, Taken};
 use futures_util::FutureExt;
+use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 /// How often done jobs past the retention are purged.
@@ -46,7 +48,12 @@ const DEFER_MAX: Duration = Duration::from_millis(250);
 struct Ended {
     completion: Completion,
     took: Duration,
+    /// Stopped because its job was cancelled.
+    cancelled: bool,
 }
+
+/// For each run going on, the way to stop it (its job was cancelled).
+type Stoppers = HashMap<(i64, u32), oneshot::Sender<()>>;
 
 impl Worker {
     /// Runs jobs with `handler` until stopped (or, with [`until_empty`](Self::until_empty), until
@@ -82,6 +89,7 @@ impl Worker {
         let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<Ended>();
         let mut stop = self.stop.subscribe();
         let mut runs = Runs::default();
+        let mut stoppers = Stoppers::new();
         let lease = self.jobs.policy().lease;
         let mut renew_at = Instant::now() + lease / 3;
         let mut purge_at = Instant::now();
@@ -92,7 +100,7 @@ impl Worker {
         let mut look_first = true;
         loop {
             while let Ok(e) = ended_rx.try_recv() {
-                self.ended(&mut runs, e);
+                self.ended(&mut runs, &mut stoppers, e);
             }
             let stopping = *stop.borrow();
             if stopping && runs.is_idle() {
@@ -101,7 +109,7 @@ impl Worker {
             // Renewals come before the claim, so that neither a claim that fails (the database
             // away) nor one that takes a job back skips them.
             if Instant::now() >= renew_at {
-                renew_at = Instant::now() + self.renew(&mut runs).await;
+                renew_at = Instant::now() + self.renew(&mut runs, &mut stoppers).await;
             }
             let room = if stopping { 0 } else { self.concurrency.saturating_sub(runs.going()) };
             let started = Instant::now();
@@ -135,7 +143,9 @@ impl Worker {
             for job in taken.jobs {
                 runs.start((job.id, job.attempt));
                 metrics::histogram!("leakgate_jobs_lateness_seconds").record(job.lateness());
-                self.spawn(job, handler.clone(), ended_tx.clone());
+                let (stop_tx, stop_rx) = oneshot::channel();
+                stoppers.insert((job.id, job.attempt), stop_tx);
+                self.spawn(job, handler.clone(), ended_tx.clone(), stop_rx);
             }
             self.progress.set(Counter::Running, runs.going() as u64);
             self.progress.set(Counter::Remaining, taken.remaining.max(0) as u64);
@@ -179,7 +189,7 @@ impl Worker {
                 let can_take = room > took;
                 tokio::select! {
                     Some(e) = ended_rx.recv() => {
-                        self.ended(&mut runs, e);
+                        self.ended(&mut runs, &mut stoppers, e);
                         // A slot coming soon: record this outcome in its transaction (one
                         // commit instead of two, and no commit in flight when the slot comes).
                         let soon = Instant::now() + RIDE_ALONG;
@@ -217,8 +227,13 @@ impl Worker {
 
     /// Runs `job` with `handler` on a task of its own, within the timeout if one is set; its
     /// outcome comes back on `ended`. A handler that panics fails its run.
-    fn spawn<F, Fut>(&self, mut job: Job, handler: Arc<F>, ended: mpsc::UnboundedSender<Ended>)
-    where
+    fn spawn<F, Fut>(
+        &self,
+        mut job: Job,
+        handler: Arc<F>,
+        ended: mpsc::UnboundedSender<Ended>,
+        cancel: oneshot::Receiver<()>,
+    ) where
         F: Fn(Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Outcome> + Send + 'static,
     {
@@ -229,30 +244,53 @@ impl Worker {
         tokio::spawn(async move {
             let run = AssertUnwindSafe(handler(job)).catch_unwind();
             let panicked = |_| Outcome::Failed("the handler panicked".into());
-            let outcome = match limit {
-                None => run.await.unwrap_or_else(panicked),
-                Some((deadline, timeout, grace)) => {
-                    tokio::pin!(run);
-                    match tokio::time::timeout_at(deadline, &mut run).await {
-                        Ok(outcome) => outcome.unwrap_or_else(panicked),
-                        Err(_) => {
-                            // Past its time: the handler, told by its job's deadline, has the
-                            // grace to wind down; then it is dropped. A failed attempt either way.
-                            let _ = tokio::time::timeout(grace, &mut run).await;
-                            Outcome::Failed(format!("timed out after {timeout:?}"))
+            let timed = async move {
+                match limit {
+                    None => run.await.unwrap_or_else(panicked),
+                    Some((deadline, timeout, grace)) => {
+                        tokio::pin!(run);
+                        match tokio::time::timeout_at(deadline, &mut run).await {
+                            // Ended before its deadline. (`timeout_at` polls the run first: a run
+                            // whose end and deadline were both passed when the task was polled
+                            // late, on a loaded machine, ended past its time.)
+                            Ok(outcome) if Instant::now() < deadline => {
+                                outcome.unwrap_or_else(panicked)
+                            }
+                            Ok(_) => Outcome::Failed(format!("timed out after {timeout:?}")),
+                            Err(_) => {
+                                // Past its time: the handler, told by its job's deadline, has the
+                                // grace to wind down; then it is dropped. A failed attempt either way.
+                                let _ = tokio::time::timeout(grace, &mut run).await;
+                                Outcome::Failed(format!("timed out after {timeout:?}"))
+                            }
                         }
                     }
                 }
             };
+            // A cancel drops the run's future (for `leakgate jobs work`, that stops the command's
+            // process group); a dropped sender (the run was not cancelled) changes nothing.
+            let (outcome, cancelled) = tokio::select! {
+                outcome = timed => (outcome, false),
+                Ok(()) = cancel => (Outcome::Failed("cancelled".into()), true),
+            };
             let took = start.elapsed();
-            let _ =
-                ended.send(Ended { completion: Completion { id, attempt, lane, outcome }, took });
+            let completion = Completion { id, attempt, lane, outcome };
+            let _ = ended.send(Ended { completion, took, cancelled });
         });
     }
 
-    /// A run ended: tell the owner, and keep its outcome for the next claim.
-    fn ended(&self, runs: &mut Runs, e: Ended) {
+    /// A run ended: tell the owner, and keep its outcome for the next claim (a stopped run of a
+    /// cancelled job has none to keep).
+    fn ended(&self, runs: &mut Runs, stoppers: &mut Stoppers, e: Ended) {
         let c = &e.completion;
+        stoppers.remove(&(c.id, c.attempt));
+        if e.cancelled {
+            self.progress.add(Counter::Cancelled, 1);
+            metrics::counter!("leakgate_jobs_runs_cancelled_total").increment(1);
+            self.emit(&Event::Cancelled { job: c.id });
+            runs.forget((c.id, c.attempt));
+            return;
+        }
         self.emit(&Event::Finished {
             job: c.id,
             lane: c.lane.clone(),
@@ -277,7 +315,9 @@ impl Worker {
         for c in &recorded {
             let (counter, metric) = match c.outcome {
                 Outcome::Done => (Counter::Done, "leakgate_jobs_done_total"),
-                Outcome::Failed(_) => (Counter::Failed, "leakgate_jobs_failed_total"),
+                Outcome::Failed(_) | Outcome::RetryAfter(_) => {
+                    (Counter::Failed, "leakgate_jobs_failed_total")
+                }
                 Outcome::SlowDown(_) => (Counter::Slowed, "leakgate_jobs_slow_downs_total"),
             };
             p.add(counter, 1);
@@ -290,8 +330,11 @@ impl Worker {
         metrics::counter!("leakgate_jobs_runs_total").increment(taken.jobs.len() as u64);
         metrics::counter!("leakgate_jobs_dead_total").increment(dead);
         metrics::counter!("leakgate_jobs_lease_expiries_total").increment(taken.expired);
-        let retries =
-            recorded.iter().filter(|c| matches!(c.outcome, Outcome::Failed(_))).count() as u64;
+        metrics::counter!("leakgate_jobs_schedule_ticks_total").increment(taken.ticked);
+        let retries = recorded
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Failed(_) | Outcome::RetryAfter(_)))
+            .count() as u64;
         metrics::counter!("leakgate_jobs_retries_total")
             .increment(retries.saturating_sub(taken.died));
     }
@@ -300,7 +343,7 @@ impl Worker {
     /// lost is marked and not renewed again (its job is back in the queue; the run still takes
     /// its place in the concurrency until it ends). Answers when to renew next: a third of the
     /// lease from now, or sooner after a failure.
-    async fn renew(&self, runs: &mut Runs) -> Duration {
+    async fn renew(&self, runs: &mut Runs, stoppers: &mut Stoppers) -> Duration {
         let every = self.jobs.policy().lease / 3;
         let leases = runs.leases();
         if leases.is_empty() {
@@ -308,8 +351,20 @@ impl Worker {
         }
         match self.jobs.renew_raw(leases).await {
             Ok(lost) => {
+                // Lost because the job was cancelled: stop the run (one look, only when a lease
+                // was lost; a failed look leaves the runs going, as any lost lease does).
+                let ids: Vec<i64> = lost.iter().map(|r| r.0).collect();
+                let cancelled = match ids.is_empty() {
+                    true => vec![],
+                    false => self.jobs.store().cancelled_among(ids).await.unwrap_or_default(),
+                };
                 for run in lost {
-                    if runs.lose(run) {
+                    if cancelled.contains(&run.0)
+                        && let Some(stop) = stoppers.remove(&run)
+                    {
+                        let _ = stop.send(());
+                        runs.lose(run);
+                    } else if runs.lose(run) {
                         self.emit(&Event::LeaseLost { job: run.0 });
                     }
                 }

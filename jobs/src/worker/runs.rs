@@ -36,6 +36,13 @@ impl Runs {
         self.ended.push(completion);
     }
 
+    /// A run of a cancelled job was stopped: it is forgotten (its job's state says cancelled,
+    /// there is no outcome to record).
+    pub(super) fn forget(&mut self, run: RunId) {
+        self.going.remove(&run);
+        self.lost.remove(&run);
+    }
+
     /// Runs going on now (what takes room in the concurrency).
     pub(super) fn going(&self) -> usize {
         self.going.len()

@@ -8,9 +8,11 @@
 #![allow(unreachable_pub)]
 
 mod cases;
+mod control;
 mod db;
 mod model;
 mod runs;
+mod schedules;
 mod worker;
 
 use leakgate_test_support::postgres;
@@ -24,7 +26,14 @@ fn main() {
     let pg = (wants_pg && !args.list && !args.ignored)
         .then(|| std::sync::Arc::new(postgres::Postgres::start()));
     let mut trials = Vec::new();
-    for (name, case) in cases::ALL.iter().chain(worker::ALL).chain(runs::ALL).chain(model::ALL) {
+    for (name, case) in cases::ALL
+        .iter()
+        .chain(control::ALL)
+        .chain(schedules::ALL)
+        .chain(worker::ALL)
+        .chain(runs::ALL)
+        .chain(model::ALL)
+    {
         let (name, case) = (*name, *case);
         trials.push(Trial::test(format!("sqlite::{name}"), move || {
             db::run(case, db::Backend::Sqlite)

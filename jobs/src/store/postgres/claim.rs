@@ -1,6 +1,7 @@
-//! Serving lanes in the claim transaction: lock the candidate lanes, read the clock, take one job
-//! per lane per turn as the lanes' pace and `max_in_flight` allow, charging each run to its
-//! lane's buckets, and store what changed, in a fixed number of round trips.
+//! Serving lanes in the claim transaction: lock the candidate lanes, read the clock, take as many
+//! jobs per lane per turn as its weight (one by default) as the lanes' pace and `max_in_flight`
+//! allow, charging each run to its lane's buckets, and store what changed, in a fixed number of
+//! round trips. Turns carry over between claims as on SQLite (a lane's `credit`).
 
 use super::lanes::{load_pace, save_pace};
 use super::now;
@@ -27,6 +28,9 @@ struct Lane {
     refused_until: Option<i64>,
     heal: bool,
     max_in_flight: Option<i64>,
+    /// Jobs a turn (the lane's weight), and how many it was given of its current turn.
+    turn: i64,
+    credit: i64,
 }
 
 /// Takes up to `take.max` jobs: locks the candidate lanes (skipping those another claim holds),
@@ -44,8 +48,8 @@ pub(super) async fn claim(
     }
     let rows = tx
         .query_typed(
-            "SELECT lane, ready, running, max_in_flight FROM lanes WHERE ready > 0 AND next_slot <= $1 \
-             AND paused_until <= $1 AND (max_in_flight IS NULL OR running < max_in_flight) \
+            "SELECT lane, ready, running, max_in_flight, credit FROM lanes WHERE ready > 0 AND next_slot <= $1 \
+             AND paused_until <= $1 AND NOT paused AND (max_in_flight IS NULL OR running < max_in_flight) \
              ORDER BY served, lane LIMIT $2 FOR UPDATE SKIP LOCKED",
             &[(&txn_now, Type::INT8), (&(max as i64), Type::INT8)],
         )
@@ -66,6 +70,7 @@ pub(super) async fn claim(
         let max_in_flight =
             rules.limits(&name).max_in_flight.map(|n| n.min(i64::MAX as u64) as i64);
         let room = max_in_flight.map_or(ready, |m| (m - running).clamp(0, ready)).min(max as i64);
+        let turn = rules.limits(&name).turn();
         let stored = stored.get(&name).cloned().unwrap_or_default();
         let pace = LanePace::load(rules.pace(&name).1, &stored, now);
         // How many the pace lets go now.
@@ -87,14 +92,17 @@ pub(super) async fn claim(
             refused_until,
             heal: false,
             max_in_flight,
+            turn,
+            credit: row.get(4),
         });
     }
     let heads = tx
         .query(
             "SELECT w.lane, j.id, j.payload, j.attempt, j.key, j.run_at \
              FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS w(lane, n, ord) \
-             CROSS JOIN LATERAL (SELECT id, payload, attempt, key, run_at FROM jobs \
-                 WHERE jobs.lane = w.lane AND state = 0 ORDER BY id LIMIT w.n) j ORDER BY w.ord, j.id",
+             CROSS JOIN LATERAL (SELECT id, payload, attempt, key, run_at, priority FROM jobs \
+                 WHERE jobs.lane = w.lane AND state = 0 ORDER BY priority DESC, id LIMIT w.n) j \
+             ORDER BY w.ord, j.priority DESC, j.id",
             &[&want_lane, &want_n],
         )
         .await?;
@@ -123,35 +131,46 @@ pub(super) async fn claim(
     'turns: loop {
         let mut progressed = false;
         for lane in lanes.iter_mut() {
-            if out.len() == max {
-                break 'turns;
+            // As many jobs as are left of its turn (its weight, less what it had of it before).
+            loop {
+                if out.len() == max {
+                    break 'turns;
+                }
+                if lane.took == lane.heads.len() {
+                    break;
+                }
+                let pace_slot = lane.pace.allowed_at();
+                if lane.pace.admit(now).is_err() {
+                    break;
+                }
+                let (id, payload, attempt, key, run_at) = lane.heads[lane.took].clone();
+                lane.took += 1;
+                lane.credit = lane.credit.saturating_add(1);
+                if lane.credit >= lane.turn {
+                    // Its turn used up: to the back of the round.
+                    lane.credit = 0;
+                    lane.served = Some(stamps[out.len()]);
+                }
+                let slot = pace_slot.max(run_at);
+                run_job.push(id);
+                run_attempt.push(attempt + 1);
+                run_lane.push(lane.name.clone());
+                run_slot.push(slot);
+                out.push(Job {
+                    id,
+                    lane: lane.name.clone(),
+                    payload,
+                    attempt: (attempt + 1) as u32,
+                    key,
+                    started_ns: now,
+                    slot_ns: slot,
+                    deadline: None,
+                });
+                progressed = true;
+                if lane.credit == 0 {
+                    break;
+                }
             }
-            if lane.took == lane.heads.len() {
-                continue;
-            }
-            let pace_slot = lane.pace.allowed_at();
-            if lane.pace.admit(now).is_err() {
-                continue;
-            }
-            let (id, payload, attempt, key, run_at) = lane.heads[lane.took].clone();
-            lane.took += 1;
-            lane.served = Some(stamps[out.len()]);
-            let slot = pace_slot.max(run_at);
-            run_job.push(id);
-            run_attempt.push(attempt + 1);
-            run_lane.push(lane.name.clone());
-            run_slot.push(slot);
-            out.push(Job {
-                id,
-                lane: lane.name.clone(),
-                payload,
-                attempt: (attempt + 1) as u32,
-                key,
-                started_ns: now,
-                slot_ns: slot,
-                deadline: None,
-            });
-            progressed = true;
         }
         if !progressed {
             break;
@@ -186,12 +205,13 @@ pub(super) async fn claim(
         lanes.iter().map(|l| l.refused_until.unwrap_or_else(|| l.pace.allowed_at())).collect();
     let heal: Vec<bool> = lanes.iter().map(|l| l.heal).collect();
     let limits: Vec<Option<i64>> = lanes.iter().map(|l| l.max_in_flight).collect();
+    let credit: Vec<i64> = lanes.iter().map(|l| l.credit).collect();
     tx.execute(
         "UPDATE lanes l SET ready = CASE WHEN d.heal THEN 0 ELSE l.ready - d.n END, running = l.running + d.n, \
-         served = COALESCE(d.served, l.served), next_slot = d.next, max_in_flight = d.mif \
-         FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bool[], $6::bigint[]) \
-         AS d(lane, n, served, next, heal, mif) WHERE l.lane = d.lane",
-        &[&names, &took, &served, &next, &heal, &limits],
+         served = COALESCE(d.served, l.served), next_slot = d.next, max_in_flight = d.mif, credit = d.credit \
+         FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bool[], $6::bigint[], $7::bigint[]) \
+         AS d(lane, n, served, next, heal, mif, credit) WHERE l.lane = d.lane",
+        &[&names, &took, &served, &next, &heal, &limits, &credit],
     )
     .await?;
     Ok(())

@@ -32,10 +32,12 @@
 //! (`status`, `dead`, `runs`).
 
 mod claim;
+mod control;
 mod lanes;
 mod ops;
 mod record;
 mod report;
+mod schedules;
 mod schema;
 mod take;
 

@@ -45,9 +45,9 @@ impl Postgres {
                 let run_at = now.saturating_add(ns(job.after));
                 let row = tx
                     .query_opt(
-                        "INSERT INTO jobs (lane, payload, key, state, run_at, added_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING RETURNING id",
-                        &[&job.lane, &job.payload, key, &state, &run_at, &now],
+                        "INSERT INTO jobs (lane, payload, key, state, run_at, added_at, priority) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING RETURNING id",
+                        &[&job.lane, &job.payload, key, &state, &run_at, &now, &(job.priority as i32)],
                     )
                     .await?;
                 match row {
@@ -220,7 +220,8 @@ impl Postgres {
         Ok(rows.len() as u64)
     }
 
-    /// Removes done jobs finished more than `older_than` ago, and runs started before that.
+    /// Removes done and cancelled jobs finished more than `older_than` ago, and runs started
+    /// before that.
     pub(crate) async fn purge(
         &self,
         older_than: Duration,
@@ -235,15 +236,18 @@ impl Postgres {
         let cutoff = now(&tx, caller).await?.saturating_sub(ns(older_than));
         let rows = tx
             .query(
-                "DELETE FROM jobs WHERE state = 3 AND finished_at < $1 RETURNING lane",
+                "DELETE FROM jobs WHERE state IN (3, 5) AND finished_at < $1 RETURNING lane, state",
                 &[&cutoff],
             )
             .await?;
-        let mut lanes: BTreeMap<String, i64> = BTreeMap::new();
+        let (mut done, mut cancelled): (BTreeMap<String, i64>, BTreeMap<String, i64>) =
+            Default::default();
         for row in &rows {
-            *lanes.entry(row.get(0)).or_default() += 1;
+            let by = if row.get::<_, i16>(1) == 3 { &mut done } else { &mut cancelled };
+            *by.entry(row.get(0)).or_default() += 1;
         }
-        bump(&tx, &lanes, "done", "done").await?;
+        bump(&tx, &done, "done", "done").await?;
+        bump(&tx, &cancelled, "cancelled", "cancelled").await?;
         tx.execute("DELETE FROM runs WHERE started_at < $1", &[&cutoff]).await?;
         tx.commit().await?;
         Ok(rows.len() as u64)
@@ -262,12 +266,14 @@ async fn insert_plain(
         let payloads: Vec<&[u8]> = chunk.iter().map(|j| j.payload.as_slice()).collect();
         let states: Vec<i16> = chunk.iter().map(|j| i16::from(!j.after.is_zero())).collect();
         let run_at: Vec<i64> = chunk.iter().map(|j| now.saturating_add(ns(j.after))).collect();
+        let priorities: Vec<i32> = chunk.iter().map(|j| j.priority as i32).collect();
         let rows = tx
             .query(
-                "INSERT INTO jobs (lane, payload, state, run_at, added_at) \
-                 SELECT lane, payload, state, run_at, $5 FROM unnest($1::text[], $2::bytea[], $3::smallint[], \
-                 $4::bigint[]) WITH ORDINALITY AS d(lane, payload, state, run_at, ord) ORDER BY ord RETURNING id",
-                &[&lanes, &payloads, &states, &run_at, &now],
+                "INSERT INTO jobs (lane, payload, state, run_at, added_at, priority) \
+                 SELECT lane, payload, state, run_at, $5, priority FROM unnest($1::text[], $2::bytea[], \
+                 $3::smallint[], $4::bigint[], $6::int[]) WITH ORDINALITY AS d(lane, payload, state, run_at, \
+                 priority, ord) ORDER BY ord RETURNING id",
+                &[&lanes, &payloads, &states, &run_at, &now, &priorities],
             )
             .await?;
         let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();

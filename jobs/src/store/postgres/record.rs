@@ -57,10 +57,11 @@ pub(super) async fn complete(
                 finished.push(Some(now));
                 error.push(None);
             }
-            Outcome::Failed(message) => {
+            Outcome::Failed(_) | Outcome::RetryAfter(_) => {
+                let (message, asked) = crate::retry::failure(&c.outcome);
                 let f = f + 1;
                 failures.push(f);
-                error.push(Some(message.clone()));
+                error.push(Some(message));
                 if policy.is_dead(f) {
                     delta.dead += 1;
                     taken.died += 1;
@@ -71,7 +72,8 @@ pub(super) async fn complete(
                     delta.scheduled += 1;
                     let seed = (c.id as u64) ^ ((now as u64) << 1) ^ u64::from(c.attempt);
                     state.push(1);
-                    run_at.push(Some(now.saturating_add(policy.retry_delay_ns(f as u32, seed))));
+                    let delay = asked.unwrap_or_else(|| policy.retry_delay_ns(f as u32, seed));
+                    run_at.push(Some(now.saturating_add(delay)));
                     finished.push(None);
                 }
             }

@@ -18,7 +18,8 @@ impl Postgres {
                 "SELECT l.lane, l.ready, l.scheduled, l.running, l.dead, l.done, \
                         GREATEST(l.next_slot, l.paused_until), \
                         (SELECT MIN(added_at) FROM jobs j WHERE j.lane = l.lane AND j.state IN (0, 1)), \
-                        (SELECT COUNT(*) FROM runs r WHERE r.lane = l.lane AND r.started_at > $1) \
+                        (SELECT COUNT(*) FROM runs r WHERE r.lane = l.lane AND r.started_at > $1), \
+                        l.cancelled, l.paused \
                  FROM lanes l ORDER BY l.lane",
                 &[&(now - 60_000_000_000)],
             )
@@ -37,6 +38,8 @@ impl Postgres {
                     running: n(3),
                     dead: n(4),
                     done: n(5),
+                    cancelled: n(9),
+                    paused: r.get(10),
                     oldest_waiting: oldest.map(|t| since(now, t)),
                     next_slot_in: (slot > now).then(|| since(slot, now)),
                     runs_last_minute: n(8),

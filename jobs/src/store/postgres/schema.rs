@@ -67,6 +67,32 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE SEQUENCE leakgate_jobs_served;
     ",
+    // 2: priorities (ready jobs by lane, highest priority first, then by id), cancelled jobs
+    // (state 5) and their count, paused lanes, a lane's claims into its weighted turn, and
+    // schedules (a job per tick: (schedule, tick) unique among jobs).
+    "
+    ALTER TABLE jobs ADD COLUMN priority INT NOT NULL DEFAULT 0;
+    DROP INDEX jobs_ready;
+    CREATE INDEX jobs_ready ON jobs (lane, priority DESC, id) WHERE state = 0;
+    CREATE INDEX jobs_cancelled ON jobs (finished_at) WHERE state = 5;
+    ALTER TABLE lanes ADD COLUMN cancelled BIGINT  NOT NULL DEFAULT 0;
+    ALTER TABLE lanes ADD COLUMN paused    BOOLEAN NOT NULL DEFAULT FALSE;
+    ALTER TABLE lanes ADD COLUMN credit    BIGINT  NOT NULL DEFAULT 0;
+    CREATE TABLE schedules (
+        name        TEXT    PRIMARY KEY,
+        lane        TEXT    NOT NULL,
+        payload     BYTEA    NOT NULL,
+        cron        TEXT,
+        zone        TEXT,
+        interval_ns BIGINT,
+        missed      BIGINT NOT NULL,
+        next_tick   BIGINT NOT NULL
+    );
+    CREATE INDEX schedules_due ON schedules (next_tick);
+    ALTER TABLE jobs ADD COLUMN schedule TEXT;
+    ALTER TABLE jobs ADD COLUMN tick     BIGINT;
+    CREATE UNIQUE INDEX jobs_tick ON jobs (schedule, tick) WHERE schedule IS NOT NULL;
+    ",
 ];
 
 /// The schema version this crate writes.

@@ -16,13 +16,15 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
 /// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
-/// maintenance then, and the rules' version: one round trip.
+/// maintenance then, the rules' version, and whether a schedule's tick is due: one round trip.
 const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
     EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
-        AND (max_in_flight IS NULL OR running < max_in_flight)) \
+        AND NOT paused AND (max_in_flight IS NULL OR running < max_in_flight)) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
-    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now), \
-    COALESCE((SELECT version FROM rules WHERE id = 1), 0) FROM t";
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now) \
+    OR EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now), \
+    COALESCE((SELECT version FROM rules WHERE id = 1), 0), \
+    EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now) FROM t";
 
 impl Postgres {
     /// Records `take.completions`, maintains, and takes up to `take.max` jobs; run again on a
@@ -47,7 +49,7 @@ impl Postgres {
         }
         let tx = client.transaction().await?;
         let row = typed_one(&tx, &look, &[(&take.now, Type::INT8)]).await?;
-        let (now, version): (i64, i64) = (row.get(0), row.get(2));
+        let (now, version, ticks_due): (i64, i64, bool) = (row.get(0), row.get(2), row.get(3));
         let rules = rules_at(&tx, &self.rules, version).await?;
         let mut taken = Taken { now, ..Taken::default() };
         let mut lanes = BTreeMap::new();
@@ -60,13 +62,17 @@ impl Postgres {
         maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken).await?;
         apply(&tx, &lanes).await?;
         push_back(&tx, &lanes, now, &rules).await?;
+        if ticks_due {
+            // Only then: a claim's round trips are its lateness.
+            taken.ticked = super::schedules::fire(&tx, now, &rules).await?;
+        }
         claim(&tx, now, take, &rules, &mut taken.jobs).await?;
         (taken.wake, taken.remaining) = outlook(&tx, now).await?;
         // Wake other workers when a limited lane has room again, or the queue is empty.
         let freed = lanes
             .iter()
             .any(|(lane, d)| d.running < 0 && rules.limits(lane).max_in_flight.is_some());
-        if freed || (taken.remaining == 0 && !record.is_empty()) {
+        if freed || taken.ticked > 0 || (taken.remaining == 0 && !record.is_empty()) {
             tx.batch_execute(&format!("NOTIFY {CHANNEL}")).await?;
         }
         tx.commit().await?;
@@ -78,16 +84,17 @@ impl Postgres {
 async fn outlook(client: &impl GenericClient, now: i64) -> Result<(Option<i64>, i64), Error> {
     let row = typed_one(
         client,
-        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
+        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 AND NOT paused \
                      AND (max_in_flight IS NULL OR running < max_in_flight)), \
                     (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
                     (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
-                    (SELECT COALESCE(SUM(ready + scheduled + running), 0)::bigint FROM lanes)",
+                    (SELECT COALESCE(SUM(ready + scheduled + running), 0)::bigint FROM lanes), \
+                    (SELECT MIN(next_tick) FROM schedules)",
         &[],
     )
     .await?;
-    let (slot, due, lease): (Option<i64>, Option<i64>, Option<i64>) =
-        (row.get(0), row.get(1), row.get(2));
-    let wake = [slot, due, lease].into_iter().flatten().min().map(|t| t.max(now));
+    let (slot, due, lease, tick): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2), row.get(4));
+    let wake = [slot, due, lease, tick].into_iter().flatten().min().map(|t| t.max(now));
     Ok((wake, row.get(3)))
 }

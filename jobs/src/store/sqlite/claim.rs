@@ -1,5 +1,7 @@
-//! Serving lanes in the claim transaction: take jobs lane by lane in round-robin order, one per
-//! turn, as each lane's pace and `max_in_flight` allow, charging each run to its lane's buckets.
+//! Serving lanes in the claim transaction: take jobs lane by lane in round-robin order, as many
+//! a turn as the lane's weight (one by default), as each lane's pace and `max_in_flight` allow,
+//! charging each run to its lane's buckets. A lane's `credit` counts the jobs it was given in its
+//! turn so far; its `served` stamp moves (to the back of the round) only when its turn is used up.
 
 use super::lanes::{load_pace, save_pace};
 use crate::error::Error;
@@ -9,10 +11,10 @@ use crate::retry::Policy;
 use crate::rules::LaneRules;
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// The next lane to serve: ready jobs, its slot come, not paused, room under `max_in_flight`;
-/// the one served longest ago first.
-const CANDIDATE: &str = "SELECT lane, running, max_in_flight FROM lanes \
-    WHERE ready > 0 AND next_slot <= ?1 AND paused_until <= ?1 \
+/// The next lane to serve: ready jobs, its slot come, not paused (by a slow-down or by hand),
+/// room under `max_in_flight`; the one served longest ago first.
+const CANDIDATE: &str = "SELECT lane, running, max_in_flight, credit FROM lanes \
+    WHERE ready > 0 AND next_slot <= ?1 AND paused_until <= ?1 AND paused = 0 \
     AND (max_in_flight IS NULL OR running < max_in_flight) ORDER BY served, lane LIMIT 1";
 
 /// A lane's first ready job: id, payload, attempt, key, due time.
@@ -29,11 +31,11 @@ pub(super) fn claim(
 ) -> Result<(), Error> {
     let lease_until = now.saturating_add(ns(policy.lease));
     while out.len() < max {
-        let candidate: Option<(String, i64, Option<i64>)> = conn
+        let candidate: Option<(String, i64, Option<i64>, i64)> = conn
             .prepare_cached(CANDIDATE)?
-            .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .optional()?;
-        let Some((lane, running, max_in_flight)) = candidate else { break };
+        let Some((lane, running, max_in_flight, credit)) = candidate else { break };
         // The lane's limit as the rules now say (another process may have published new ones).
         let limit = rules.limits(&lane).max_in_flight.map(|n| n.min(i64::MAX as u64) as i64);
         if limit != max_in_flight {
@@ -60,7 +62,7 @@ pub(super) fn claim(
         let head: Option<Head> = conn
             .prepare_cached(
                 "SELECT id, payload, attempt, key, run_at FROM jobs WHERE lane = ?1 AND state = 0 \
-                 ORDER BY id LIMIT 1",
+                 ORDER BY priority DESC, id LIMIT 1",
             )?
             .query_row([&lane], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
             .optional()?;
@@ -85,11 +87,15 @@ pub(super) fn claim(
                 "UPDATE counters SET value = value + 1 WHERE name = 'served' RETURNING value",
             )?
             .query_row([], |r| r.get(0))?;
+        // Its turn used up: to the back of the round; else it keeps its place for the next job.
+        let credit = credit.saturating_add(1);
+        let (credit, stamp) =
+            if credit >= rules.limits(&lane).turn() { (0, served) } else { (credit, -1) };
         conn.prepare_cached(
-            "UPDATE lanes SET ready = ready - 1, running = running + 1, served = ?2, next_slot = ?3 \
-             WHERE lane = ?1",
+            "UPDATE lanes SET ready = ready - 1, running = running + 1, next_slot = ?3, \
+             credit = ?4, served = CASE WHEN ?2 < 0 THEN served ELSE ?2 END WHERE lane = ?1",
         )?
-        .execute(params![lane, served, pace.allowed_at()])?;
+        .execute(params![lane, stamp, pace.allowed_at(), credit])?;
         out.push(Job {
             id,
             lane,

@@ -19,10 +19,12 @@
 //! is locked row by row, and counters are changed as each step goes.
 
 mod claim;
+pub(crate) mod control;
 mod lanes;
 pub(crate) mod ops;
 mod record;
 pub(crate) mod report;
+pub(crate) mod schedules;
 mod schema;
 pub(crate) mod take;
 

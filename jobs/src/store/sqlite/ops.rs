@@ -43,11 +43,19 @@ pub(crate) fn add(
         let run_at = now.saturating_add(ns(job.after));
         let id: i64 = tx
             .prepare_cached(
-                "INSERT INTO jobs (lane, payload, key, state, run_at, added_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                "INSERT INTO jobs (lane, payload, key, state, run_at, added_at, priority) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
             )?
             .query_row(
-                params![job.lane, job.payload, job.key, i64::from(scheduled), run_at, now],
+                params![
+                    job.lane,
+                    job.payload,
+                    job.key,
+                    i64::from(scheduled),
+                    run_at,
+                    now,
+                    job.priority
+                ],
                 |r| r.get(0),
             )?;
         added.push(Added { id, new: true });
@@ -202,7 +210,8 @@ pub(crate) fn requeue(
     Ok(ids.len() as u64)
 }
 
-/// Removes done jobs finished more than `older_than` ago, and runs started before that.
+/// Removes done and cancelled jobs finished more than `older_than` ago, and runs started
+/// before that.
 pub(crate) fn purge(
     conn: &mut Connection,
     older_than: Duration,
@@ -210,15 +219,16 @@ pub(crate) fn purge(
 ) -> Result<u64, Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let cutoff = now(caller).saturating_sub(ns(older_than));
-    let gone: Vec<(String, i64)> = tx
+    let gone: Vec<(String, i64, i64)> = tx
         .prepare(
-            "SELECT lane, COUNT(*) FROM jobs WHERE state = 3 AND finished_at < ?1 GROUP BY lane",
+            "SELECT lane, state, COUNT(*) FROM jobs WHERE state IN (3, 5) AND finished_at < ?1 \
+             GROUP BY lane, state",
         )?
-        .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<Result<_, _>>()?;
-    let n = tx.execute("DELETE FROM jobs WHERE state = 3 AND finished_at < ?1", [cutoff])?;
-    for (lane, count) in gone {
-        bump(&tx, &lane, &[("done", -count)])?;
+    let n = tx.execute("DELETE FROM jobs WHERE state IN (3, 5) AND finished_at < ?1", [cutoff])?;
+    for (lane, state, count) in gone {
+        bump(&tx, &lane, &[(if state == 3 { "done" } else { "cancelled" }, -count)])?;
     }
     tx.execute("DELETE FROM runs WHERE started_at < ?1", [cutoff])?;
     tx.commit()?;

@@ -4,7 +4,7 @@
 use super::lanes::{bump, push_back};
 use crate::error::Error;
 use crate::job::{Outcome, ns};
-use crate::retry::Policy;
+use crate::retry::{Policy, failure};
 use crate::rules::LaneRules;
 use crate::store::{Completion, Taken};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -51,7 +51,8 @@ fn complete_one(
             .execute(params![c.id, now])?;
             bump(conn, &lane, &[("running", -1), ("done", 1)])?;
         }
-        Outcome::Failed(error) => {
+        Outcome::Failed(_) | Outcome::RetryAfter(_) => {
+            let (error, asked) = failure(&c.outcome);
             let failures = failures + 1;
             if policy.is_dead(failures) {
                 conn.prepare_cached(
@@ -63,7 +64,8 @@ fn complete_one(
                 taken.died += 1;
             } else {
                 let seed = (c.id as u64) ^ ((now as u64) << 1) ^ u64::from(c.attempt);
-                let run_at = now.saturating_add(policy.retry_delay_ns(failures as u32, seed));
+                let delay = asked.unwrap_or_else(|| policy.retry_delay_ns(failures as u32, seed));
+                let run_at = now.saturating_add(delay);
                 conn.prepare_cached(
                     "UPDATE jobs SET state = 1, failures = ?2, run_at = ?3, lease_until = NULL, \
                      last_error = ?4 WHERE id = ?1",

@@ -13,8 +13,8 @@ pub(crate) fn status(conn: &mut Connection, caller: Option<i64>) -> Result<Vec<L
     let now = now(caller);
     let mut lanes: Vec<(LaneStatus, i64)> = tx
         .prepare(
-            "SELECT lane, ready, scheduled, running, dead, done, MAX(next_slot, paused_until) \
-             FROM lanes ORDER BY lane",
+            "SELECT lane, ready, scheduled, running, dead, done, MAX(next_slot, paused_until), \
+             cancelled, paused FROM lanes ORDER BY lane",
         )?
         .query_map([], |r| {
             let n = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
@@ -26,6 +26,8 @@ pub(crate) fn status(conn: &mut Connection, caller: Option<i64>) -> Result<Vec<L
                     running: n(3)?,
                     dead: n(4)?,
                     done: n(5)?,
+                    cancelled: n(7)?,
+                    paused: r.get::<_, i64>(8)? != 0,
                     ..LaneStatus::default()
                 },
                 r.get(6)?,
@@ -42,11 +44,9 @@ pub(crate) fn status(conn: &mut Connection, caller: Option<i64>) -> Result<Vec<L
         .collect::<Result<_, _>>()?;
     for (lane, slot) in &mut lanes {
         let ready_oldest: Option<i64> = if lane.ready > 0 {
-            tx.prepare_cached(
-                "SELECT added_at FROM jobs WHERE lane = ?1 AND state = 0 ORDER BY id LIMIT 1",
-            )?
-            .query_row([&lane.lane], |r| r.get(0))
-            .optional()?
+            tx.prepare_cached("SELECT MIN(added_at) FROM jobs WHERE lane = ?1 AND state = 0")?
+                .query_row([&lane.lane], |r| r.get(0))
+                .optional()?
         } else {
             None
         };

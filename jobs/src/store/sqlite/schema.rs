@@ -69,6 +69,32 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
     INSERT INTO counters VALUES ('served', 0);
     ",
+    // 2: priorities (ready jobs by lane, highest priority first, then by id), cancelled jobs
+    // (state 5) and their count, paused lanes, a lane's claims into its weighted turn, and
+    // schedules (a job per tick: (schedule, tick) unique among jobs).
+    "
+    ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX jobs_ready;
+    CREATE INDEX jobs_ready ON jobs (lane, priority DESC, id) WHERE state = 0;
+    CREATE INDEX jobs_cancelled ON jobs (finished_at) WHERE state = 5;
+    ALTER TABLE lanes ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE lanes ADD COLUMN paused    INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE lanes ADD COLUMN credit    INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE schedules (
+        name        TEXT    PRIMARY KEY,
+        lane        TEXT    NOT NULL,
+        payload     BLOB    NOT NULL,
+        cron        TEXT,
+        zone        TEXT,
+        interval_ns INTEGER,
+        missed      INTEGER NOT NULL,
+        next_tick   INTEGER NOT NULL
+    );
+    CREATE INDEX schedules_due ON schedules (next_tick);
+    ALTER TABLE jobs ADD COLUMN schedule TEXT;
+    ALTER TABLE jobs ADD COLUMN tick     INTEGER;
+    CREATE UNIQUE INDEX jobs_tick ON jobs (schedule, tick) WHERE schedule IS NOT NULL;
+    ",
 ];
 
 /// The schema version this crate writes.
@@ -111,4 +137,41 @@ fn is_ours_or_empty(conn: &Connection) -> Result<bool, Error> {
         |r| r.get(0),
     )?;
     Ok(others == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file made by the first release (schema 1) with a job in it opens, is migrated, and its
+    /// job is still there, ready, of priority 0, in a lane neither paused nor cancelled.
+    #[test]
+    fn a_version_1_file_is_migrated_and_keeps_its_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE leakgate_jobs_schema (version INTEGER NOT NULL);
+             INSERT INTO leakgate_jobs_schema VALUES (1);
+             INSERT INTO jobs (lane, payload, state, run_at, added_at) VALUES ('mail', x'68', 0, 1, 1);
+             INSERT INTO lanes (lane, ready) VALUES ('mail', 1);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let version: i64 =
+            conn.query_row("SELECT version FROM leakgate_jobs_schema", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, VERSION);
+        let job: (i64, i64) = conn
+            .query_row("SELECT state, priority FROM jobs", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!(job, (0, 0));
+        let lane: (i64, i64, i64, i64) = conn
+            .query_row("SELECT ready, paused, cancelled, credit FROM lanes", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .unwrap();
+        assert_eq!(lane, (1, 0, 0, 0));
+        migrate(&mut conn).unwrap(); // again: nothing to do
+    }
 }

@@ -7,15 +7,17 @@ use super::claim::claim;
 use super::now;
 use super::ops::{current_rules, version};
 use super::record::{complete, maintain};
+use super::schedules::fire;
 use crate::error::Error;
 use crate::store::{RulesCache, Take, Taken};
 use rusqlite::{Connection, TransactionBehavior};
 
 /// Whether anything could be taken or needs maintenance at `?1`.
 const ANYTHING_DUE: &str = "SELECT EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= ?1 \
-    AND paused_until <= ?1 AND (max_in_flight IS NULL OR running < max_in_flight)) \
+    AND paused_until <= ?1 AND paused = 0 AND (max_in_flight IS NULL OR running < max_in_flight)) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= ?1) \
-    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= ?1)";
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= ?1) \
+    OR EXISTS (SELECT 1 FROM schedules WHERE next_tick <= ?1)";
 
 /// Records `take.completions`, maintains, and takes up to `take.max` jobs.
 pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Result<Taken, Error> {
@@ -37,6 +39,7 @@ pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Re
     let mut taken = Taken { now, ..Taken::default() };
     complete(&tx, &take.completions, now, &take.policy, &rules, &mut taken)?;
     maintain(&tx, now, &take.policy, &mut taken)?;
+    taken.ticked = fire(&tx, now, &rules)?;
     claim(&tx, now, take.max, &take.policy, &rules, &mut taken.jobs)?;
     (taken.wake, taken.remaining) = outlook(&tx, now)?;
     tx.commit()?;
@@ -45,15 +48,37 @@ pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Re
 
 /// When something may next become takeable, and how many jobs are waiting or running.
 fn outlook(conn: &Connection, now: i64) -> Result<(Option<i64>, i64), Error> {
-    let (slot, due, lease, remaining): (Option<i64>, Option<i64>, Option<i64>, i64) = conn
+    let (slot, due, lease, remaining, tick): (Option<i64>, Option<i64>, Option<i64>, i64, Option<i64>) = conn
         .prepare_cached(
-            "SELECT (SELECT MIN(MAX(next_slot, paused_until)) FROM lanes WHERE ready > 0 \
+            "SELECT (SELECT MIN(MAX(next_slot, paused_until)) FROM lanes WHERE ready > 0 AND paused = 0 \
                      AND (max_in_flight IS NULL OR running < max_in_flight)), \
                     (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
                     (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
-                    (SELECT COALESCE(SUM(ready + scheduled + running), 0) FROM lanes)",
+                    (SELECT COALESCE(SUM(ready + scheduled + running), 0) FROM lanes), \
+                    (SELECT MIN(next_tick) FROM schedules)",
         )?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
-    let wake = [slot, due, lease].into_iter().flatten().min().map(|t| t.max(now));
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
+    let wake = [slot, due, lease, tick].into_iter().flatten().min().map(|t| t.max(now));
     Ok((wake, remaining))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a paused lane with ready jobs once made the outlook answer "due now", and a
+    /// worker then claimed every millisecond for as long as the lane stayed paused.
+    #[test]
+    fn a_paused_lane_is_neither_due_nor_a_wake_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("q.db")).unwrap();
+        super::super::schema::migrate(&mut conn).unwrap();
+        conn.execute_batch("INSERT INTO lanes (lane, ready, paused) VALUES ('mail', 1, 1)")
+            .unwrap();
+        let due: bool = conn.query_row(ANYTHING_DUE, [5], |r| r.get(0)).unwrap();
+        assert!(!due);
+        assert_eq!(outlook(&conn, 5).unwrap(), (None, 1), "no wake-up; the job still counts");
+        conn.execute_batch("UPDATE lanes SET paused = 0").unwrap();
+        assert_eq!(outlook(&conn, 5).unwrap(), (Some(5), 1));
+    }
 }
