@@ -44,3 +44,23 @@ fn a_paused_master_is_replaced_and_every_node_stops_with_the_cluster() {
         assert!(!dir.exists(), "{dir:?} left behind");
     }
 }
+
+#[cfg(feature = "redis")]
+#[test]
+fn keys_are_found_on_their_master_and_follow_a_reshard() {
+    let cluster = Cluster::start();
+    let key = b"leakgate-test:k";
+    let from = cluster.master_of(key);
+    assert!(cluster.masters().contains(&from));
+    let _: () =
+        redis::cmd("SET").arg(key).arg(1).query(&mut cluster.nodes()[from].connection()).unwrap();
+    assert_eq!(cluster.keys("leakgate-test:*"), vec![key.to_vec()]);
+    assert_eq!(cluster.node_id(from).len(), 40);
+    let to = *cluster.masters().iter().find(|&&m| m != from).unwrap();
+    // 5461 of `from`'s 5461 or 5462 slots, from its first: the key's among them.
+    assert!(cluster.reshard(from, to, 5461), "redis-cli --cluster reshard failed");
+    assert_eq!(cluster.master_of(key), to);
+    let value: u32 =
+        redis::cmd("GET").arg(key).query(&mut cluster.nodes()[to].connection()).unwrap();
+    assert_eq!(value, 1, "the key moved with its slot");
+}
