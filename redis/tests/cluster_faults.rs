@@ -125,9 +125,10 @@ fn a_master_killed_under_load_fails_over_within_the_bound() {
     let workers = load(&lim, &admitted, &stop, 4);
     std::thread::sleep(Duration::from_millis(300));
     cluster.node_mut(victim).kill();
-    cluster.wait_ok(); // the replica promoted (panics after 30 s)
-                       // Checks resume: Redis decides again soon after the promotion (the client finds the new
-                       // master by MOVED or a refreshed slot map).
+    // Waits for the replica's promotion (panics after 30 s).
+    cluster.wait_ok();
+    // Checks resume: Redis decides again soon after the promotion (the client finds the new
+    // master by MOVED or a refreshed slot map).
     let decided = |s: leakgate_redis::Stats| s.redis_admitted + s.redis_denied;
     let before = decided(lim.stats());
     let start = Instant::now();

@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 
 /// How long a node may be unreachable before the others fail it over (ms): a pause shorter
 /// than this is a freeze, not a failover (tests rely on a 1 s freeze staying one).
+///
+/// ```
+/// assert!(leakgate_test_support::cluster::NODE_TIMEOUT_MS > 1_000);
+/// ```
 pub const NODE_TIMEOUT_MS: u64 = 2000;
 
 /// Six nodes of a Redis Cluster: three masters, three replicas.
@@ -132,9 +136,9 @@ impl Cluster {
     }
 
     /// Waits (30 s at most, else panics) until every node that answers says
-    /// `cluster_state:ok` with all 16384 slots served, three of them are masters, and every replica that answers has its
-    /// link to its master up (a replica that never synced would not take over): after a master
-    /// was killed, until a replica has taken its place.
+    /// `cluster_state:ok` with all 16384 slots served, three of them are masters, and every
+    /// replica that answers has its link to its master up (a replica that never synced would
+    /// not take over): after a master was killed, until a replica has taken its place.
     ///
     /// ```no_run
     /// let mut cluster = leakgate_test_support::Cluster::start();
