@@ -45,6 +45,24 @@ fn a_paused_master_is_replaced_and_every_node_stops_with_the_cluster() {
     }
 }
 
+#[test]
+fn a_test_that_panics_leaves_no_node_running_and_no_folder() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let test = std::thread::spawn(move || {
+        let cluster = Cluster::start();
+        let nodes: Vec<_> = cluster.nodes().iter().map(|n| (n.pid(), n.dir().to_owned())).collect();
+        tx.send(nodes).unwrap();
+        panic!("the test fails with its cluster running");
+    });
+    assert!(test.join().is_err());
+    let nodes = rx.recv().unwrap();
+    assert_eq!(nodes.len(), 6);
+    for (pid, dir) in nodes {
+        assert!(has_exited(pid), "node {pid} outlived the panic");
+        assert!(!dir.exists(), "{dir:?} left behind");
+    }
+}
+
 #[cfg(feature = "redis")]
 #[test]
 fn keys_are_found_on_their_master_and_follow_a_reshard() {
