@@ -14,9 +14,9 @@
 mod support;
 
 use leakgate_redis::{AsyncRedisLimiter, Builder, LeaseConfig};
+use leakgate_test_support::Cluster;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::cluster::RedisCluster;
 use support::RedisServer;
 
 const TASKS: usize = 64;
@@ -25,11 +25,11 @@ fn main() {
     let secs: f64 = std::env::args().nth(1).map_or(2.0, |s| s.parse().expect("seconds"));
     let run_for = Duration::from_secs_f64(secs);
     let server = RedisServer::start();
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let one = vec![server.port()];
-    let masters = cluster.masters();
+    let masters: Vec<u16> = cluster.masters().iter().map(|&i| cluster.nodes()[i].port()).collect();
     println!("one node at {}, cluster masters {masters:?}; {secs} s per measurement", server.url());
     for (pattern, keys) in [("1024 distinct keys", 1024), ("one hot key", 1)] {
         let (mut one_rate, mut one_cpu, mut cl_rate, mut cl_cpu) = (vec![], vec![], vec![], vec![]);
@@ -131,7 +131,7 @@ async fn drive(lim: AsyncRedisLimiter, keys: usize, run_for: Duration) -> (u64, 
 }
 
 /// A hot key with leases on the cluster: (decisions, round trips).
-async fn leased(cluster: &RedisCluster, run_for: Duration) -> (u64, u64) {
+async fn leased(cluster: &Cluster, run_for: Duration) -> (u64, u64) {
     let lim = Builder::cluster(cluster.seeds())
         .quota("100000/s burst 1000".parse().unwrap())
         .prefix("leased:")

@@ -2,15 +2,15 @@
 //! and as the exact model, on the same manual clock, for keys spread over every master: plain
 //! limiters with several quotas, `check_all_n` over one `{tag}`, peeks, reservations, and rules
 //! limiters (shadow rules, several quotas, a reload). The cluster is started by the test and
-//! stopped with it (see `support/cluster.rs`).
+//! stopped with it (`leakgate_test_support::Cluster`).
 
 mod support;
 
 use leakgate::{ManualClock, Quota, Rules};
 use leakgate_redis::{Builder, RedisLimiter, RedisRuleLimiter};
+use leakgate_test_support::Cluster;
 use std::collections::BTreeSet;
 use std::time::Duration;
-use support::cluster::RedisCluster;
 use support::model::{observed, Model};
 use support::RedisServer;
 
@@ -52,7 +52,7 @@ fn keys() -> Vec<Vec<u8>> {
 
 #[test]
 fn plain_limiter_on_a_cluster_decides_as_on_one_node_and_as_the_model() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let server = RedisServer::start();
     let clock = support::epoch();
     let on_cluster = plain(Builder::cluster(cluster.seeds()), &clock);
@@ -86,7 +86,7 @@ fn plain_limiter_on_a_cluster_decides_as_on_one_node_and_as_the_model() {
     assert_eq!((stats.timeouts, stats.unavailable, stats.rejected), (0, 0, 0), "{stats:?}");
     assert_eq!(stats.policy_admitted + stats.policy_denied, 0, "{stats:?}");
     // The keys live on every master: the calls were routed by slot.
-    let holders: BTreeSet<u16> =
+    let holders: BTreeSet<usize> =
         keys.iter().map(|k| cluster.master_of(&on_cluster.redis_key(k))).collect();
     assert_eq!(holders.len(), 3, "the test's keys should cover all three masters");
     assert!(cluster.keys("leakgate:*").len() >= 10, "buckets written on the masters");
@@ -94,7 +94,7 @@ fn plain_limiter_on_a_cluster_decides_as_on_one_node_and_as_the_model() {
 
 #[test]
 fn reservations_on_a_cluster_queue_as_on_one_node() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let server = RedisServer::start();
     let clock = support::epoch();
     let on_cluster = plain(Builder::cluster(cluster.seeds()), &clock);
@@ -133,7 +133,7 @@ fn rules_limiter(builder: Builder, clock: &ManualClock) -> RedisRuleLimiter {
 
 #[test]
 fn rules_limiter_on_a_cluster_decides_as_on_one_node() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let server = RedisServer::start();
     let clock = support::epoch();
     let on_cluster = rules_limiter(Builder::cluster(cluster.seeds()), &clock);
@@ -184,7 +184,7 @@ fn by_redis<D, E: std::fmt::Debug>(mut ask: impl FnMut() -> Result<D, E>) -> D {
 
 #[test]
 fn the_shorthands_connect_to_a_cluster() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let seeds = cluster.seeds();
     // One seed is enough: the client reads the slot map from it.
     let lim = RedisLimiter::connect_cluster(&seeds[..1], "1/h burst 2".parse().unwrap()).unwrap();
@@ -208,7 +208,7 @@ fn the_shorthands_connect_to_a_cluster() {
 
 #[test]
 fn keys_in_different_slots_are_refused_whole_and_charge_nothing() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let clock = support::epoch();
     let lim = plain(Builder::cluster(cluster.seeds()), &clock);
     // "a" and "b" hash to different slots (15495 and 3300).
@@ -227,7 +227,7 @@ fn keys_in_different_slots_are_refused_whole_and_charge_nothing() {
 
 #[test]
 fn a_reload_that_moves_keys_to_another_slot_keeps_them_decidable() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let clock = support::epoch();
     let lim = rules_limiter(Builder::cluster(cluster.seeds()), &clock);
     // "api/x/1" is under "api"; a new override "api/x" moves it to another path, whose Redis key
@@ -250,7 +250,7 @@ fn a_reload_that_moves_keys_to_another_slot_keeps_them_decidable() {
 
 #[test]
 fn rules_pushed_to_a_cluster_are_fetched_from_it() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let seeds = cluster.seeds();
     let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
     assert_eq!(leakgate_redis::fetch_rules_cluster(&seeds, "p:").unwrap(), None);
@@ -279,7 +279,7 @@ fn rules_pushed_to_a_cluster_are_fetched_from_it() {
 
 #[test]
 fn leases_and_the_cell_work_on_a_cluster() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let clock = support::epoch();
     // Leases: a hot key served mostly from leased units, never past burst + W / T.
     let lim = Builder::cluster(cluster.seeds())
@@ -314,7 +314,7 @@ fn leases_and_the_cell_work_on_a_cluster() {
 
 #[test]
 fn wait_for_replicas_answers_once_a_replica_has_the_charge() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let server = RedisServer::start();
     let clock = support::epoch();
     let with_wait = |b: Builder, replicas| {

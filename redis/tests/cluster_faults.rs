@@ -12,10 +12,10 @@ mod support;
 
 use leakgate::Quota;
 use leakgate_redis::{Builder, RedisLimiter};
+use leakgate_test_support::Cluster;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::cluster::RedisCluster;
 
 const DEADLINE: Duration = Duration::from_millis(200);
 /// One test at a time: each runs a cluster and four busy threads, and the deadlines and node
@@ -28,7 +28,7 @@ const BURST: u64 = 40;
 const T_MS: u64 = 10;
 const KEYS: usize = 24;
 
-fn limiter(cluster: &RedisCluster, clock: &leakgate::ManualClock) -> RedisLimiter {
+fn limiter(cluster: &Cluster, clock: &leakgate::ManualClock) -> RedisLimiter {
     Builder::cluster(cluster.seeds())
         .quota(Quota::new(1, Duration::from_millis(T_MS), BURST).unwrap())
         .caller_clock(clock.clone())
@@ -112,7 +112,7 @@ fn load(
 #[test]
 fn a_master_killed_under_load_fails_over_within_the_bound() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cluster = RedisCluster::start();
+    let mut cluster = Cluster::start();
     let clock = support::epoch();
     let lim = Arc::new(limiter(&cluster, &clock));
     let victim = cluster.master_of(&lim.redis_key("k0"));
@@ -124,8 +124,9 @@ fn a_master_killed_under_load_fails_over_within_the_bound() {
     let ticker = tick(&clock, &stop_clock);
     let workers = load(&lim, &admitted, &stop, 4);
     std::thread::sleep(Duration::from_millis(300));
-    cluster.kill(victim);
-    assert!(cluster.wait_ok(Duration::from_secs(30)), "the replica was not promoted");
+    cluster.node_mut(victim).kill();
+    // Waits for the replica's promotion (panics after 30 s).
+    cluster.wait_ok();
     // Checks resume: Redis decides again soon after the promotion (the client finds the new
     // master by MOVED or a refreshed slot map).
     let decided = |s: leakgate_redis::Stats| s.redis_admitted + s.redis_denied;
@@ -165,7 +166,7 @@ fn a_master_killed_under_load_fails_over_within_the_bound() {
 #[test]
 fn a_frozen_master_is_answered_by_the_policy_and_charges_nothing_late() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let clock = support::epoch();
     let lim = Arc::new(limiter(&cluster, &clock));
     let frozen = cluster.master_of(&lim.redis_key("k0"));
@@ -173,11 +174,12 @@ fn a_frozen_master_is_answered_by_the_policy_and_charges_nothing_late() {
     let stop = Arc::new(AtomicBool::new(false));
     // The clock held still: no unit refills, so a late charge would show as a unit missing.
     // Below the cluster's node timeout (2 s): a freeze, not a failover.
-    cluster.freeze(frozen, true);
+    const _: () = assert!(leakgate_test_support::cluster::NODE_TIMEOUT_MS > 1_000);
+    cluster.nodes()[frozen].pause();
     let workers = load(&lim, &admitted, &stop, 4);
     std::thread::sleep(Duration::from_millis(1_000));
     let during = lim.stats();
-    cluster.freeze(frozen, false);
+    cluster.nodes()[frozen].resume();
     let total = || admitted.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
     let start = Instant::now();
     while total() < KEYS as u64 * BURST && start.elapsed() < Duration::from_secs(20) {
@@ -207,7 +209,7 @@ fn a_frozen_master_is_answered_by_the_policy_and_charges_nothing_late() {
 #[test]
 fn slots_migrated_under_load_lose_nothing_and_surface_no_error() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let clock = support::epoch();
     let lim = Arc::new(limiter(&cluster, &clock));
     let from = cluster.master_of(&lim.redis_key("k0"));

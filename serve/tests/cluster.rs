@@ -4,18 +4,14 @@
 
 mod support;
 
-#[path = "../../redis/tests/support/cluster.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod cluster;
-
-use cluster::RedisCluster;
 use leakgate::TscClock;
+use leakgate_test_support::Cluster;
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use support::{any_port, http_get, raw, read_reply, Served};
 
-fn instance(cluster: &RedisCluster, rules: &str) -> Served<TscClock> {
+fn instance(cluster: &Cluster, rules: &str) -> Served<TscClock> {
     let rules = support::RulesFile::toml(rules);
     let runtime = support::runtime();
     let config = leakgate_serve::Config::new(&rules.path)
@@ -34,7 +30,7 @@ fn ask(s: &mut TcpStream, command: &str) -> String {
 
 #[test]
 fn instances_on_a_cluster_share_each_key_list_every_master_and_follow_pushes() {
-    let cluster = RedisCluster::start();
+    let cluster = Cluster::start();
     let rules = "view = \"1/h burst 3\"\n";
     let a = instance(&cluster, rules);
     let b = instance(&cluster, rules);
@@ -49,7 +45,7 @@ fn instances_on_a_cluster_share_each_key_list_every_master_and_follow_pushes() {
         }
         assert!(ask(&mut sb, &format!("LG.CHECK {user} 1")).starts_with("*5\r\n:1\r\n"), "{user}");
     }
-    let masters: std::collections::BTreeSet<u16> = users
+    let masters: std::collections::BTreeSet<usize> = users
         .iter()
         .map(|u| cluster.master_of(format!("leakgate:gcra1@view:{u}").as_bytes()))
         .collect();

@@ -44,3 +44,41 @@ fn a_paused_master_is_replaced_and_every_node_stops_with_the_cluster() {
         assert!(!dir.exists(), "{dir:?} left behind");
     }
 }
+
+#[test]
+fn a_test_that_panics_leaves_no_node_running_and_no_folder() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let test = std::thread::spawn(move || {
+        let cluster = Cluster::start();
+        let nodes: Vec<_> = cluster.nodes().iter().map(|n| (n.pid(), n.dir().to_owned())).collect();
+        tx.send(nodes).unwrap();
+        panic!("the test fails with its cluster running");
+    });
+    assert!(test.join().is_err());
+    let nodes = rx.recv().unwrap();
+    assert_eq!(nodes.len(), 6);
+    for (pid, dir) in nodes {
+        assert!(has_exited(pid), "node {pid} outlived the panic");
+        assert!(!dir.exists(), "{dir:?} left behind");
+    }
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn keys_are_found_on_their_master_and_follow_a_reshard() {
+    let cluster = Cluster::start();
+    let key = b"leakgate-test:k";
+    let from = cluster.master_of(key);
+    assert!(cluster.masters().contains(&from));
+    let _: () =
+        redis::cmd("SET").arg(key).arg(1).query(&mut cluster.nodes()[from].connection()).unwrap();
+    assert_eq!(cluster.keys("leakgate-test:*"), vec![key.to_vec()]);
+    assert_eq!(cluster.node_id(from).len(), 40);
+    let to = *cluster.masters().iter().find(|&&m| m != from).unwrap();
+    // 5461 of `from`'s 5461 or 5462 slots, from its first: the key's among them.
+    assert!(cluster.reshard(from, to, 5461), "redis-cli --cluster reshard failed");
+    assert_eq!(cluster.master_of(key), to);
+    let value: u32 =
+        redis::cmd("GET").arg(key).query(&mut cluster.nodes()[to].connection()).unwrap();
+    assert_eq!(value, 1, "the key moved with its slot");
+}

@@ -3,7 +3,6 @@
 //! floating-seconds script to compare with (`float`), and a few limiters and clocks.
 #![allow(dead_code, unreachable_pub)]
 
-pub mod cluster;
 pub mod float;
 pub mod model;
 pub mod reload_model;
