@@ -216,6 +216,8 @@ extern crate alloc;
 
 mod bucket;
 mod clock;
+#[cfg(feature = "std")]
+mod concurrency;
 mod decision;
 pub mod docs;
 mod exact;
@@ -241,6 +243,11 @@ mod sync;
 pub use clock::Clock;
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
+#[cfg(feature = "std")]
+pub use concurrency::{
+    ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedPermit, OwnedPermit,
+    Permit, DEFAULT_KEYED_CAPACITY, MAX_PERMITS,
+};
 pub use decision::{Admitted, Denied};
 pub use exact::ExactRate;
 #[cfg(feature = "std")]
