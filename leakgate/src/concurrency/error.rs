@@ -33,7 +33,10 @@ impl fmt::Display for ConcurrencyError {
         match self {
             ConcurrencyError::Zero => f.write_str("a concurrency limit must be at least 1"),
             ConcurrencyError::TooLarge(n) => {
-                write!(f, "a concurrency limit of {n} is above the most there can be ({MAX_PERMITS})")
+                write!(
+                    f,
+                    "a concurrency limit of {n} is above the most there can be ({MAX_PERMITS})"
+                )
             }
             ConcurrencyError::Order { min, initial, max } => write!(
                 f,

@@ -21,6 +21,9 @@ use std::hash::{BuildHasher, Hash};
 
 const SHARDS: usize = 64;
 
+/// One shard: the keys with permits in flight there, and how many each holds.
+type Shard<K> = CachePadded<Mutex<HashMap<K, u32>>>;
+
 /// The number of keys with permits in flight a table holds by default.
 pub const DEFAULT_KEYED_CAPACITY: usize = 100_000;
 
@@ -44,7 +47,7 @@ pub const DEFAULT_KEYED_CAPACITY: usize = 100_000;
 /// ```
 #[derive(Debug)]
 pub struct KeyedConcurrencyLimiter<K> {
-    shards: Box<[CachePadded<Mutex<HashMap<K, u32>>>]>,
+    shards: Box<[Shard<K>]>,
     hasher: RandomState,
     /// Each key's limit, `0..=MAX_PERMITS`. Relaxed everywhere: a lone setting, read under a
     /// shard's lock, which orders the counts it guards.
