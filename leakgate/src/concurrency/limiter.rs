@@ -82,6 +82,9 @@ impl ConcurrencyLimiter {
     /// ```
     #[inline]
     pub fn try_acquire_n(&self, n: u32) -> Option<Permit<'_>> {
+        if n == 0 {
+            return Some(Permit { limiter: self, n });
+        }
         // Not `then_some(Permit ..)`: that builds the permit, and so gives back `n` on its drop,
         // even when nothing was taken.
         if self.state.try_add(n, true) {
