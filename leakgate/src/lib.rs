@@ -247,14 +247,14 @@ mod rules;
 mod sync;
 
 #[cfg(feature = "std")]
-pub use adaptive::{AdaptiveConcurrency, AdaptivePermit, AdaptiveRate};
+pub use adaptive::{AdaptiveConcurrency, AdaptivePermit, AdaptiveRate, OwnedAdaptivePermit};
 pub use clock::Clock;
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
 #[cfg(feature = "std")]
 pub use concurrency::{
-    ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedPermit, OwnedPermit,
-    Permit, DEFAULT_KEYED_CAPACITY, MAX_PERMITS,
+    ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedPermit, OwnedKeyedPermit,
+    OwnedPermit, Permit, DEFAULT_KEYED_CAPACITY, MAX_PERMITS,
 };
 pub use decision::{Admitted, Denied};
 pub use exact::ExactRate;

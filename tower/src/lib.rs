@@ -131,6 +131,7 @@
 #![deny(missing_docs)]
 
 mod body;
+mod concurrency;
 mod config;
 mod counters;
 mod future;
@@ -145,6 +146,7 @@ mod refusal;
 mod service;
 
 pub use body::RefusalBody;
+pub use concurrency::{ConcurrencyFuture, ConcurrencyLimit, ConcurrencyLimitLayer};
 pub use config::{IntoShared, RateLimitHeaders};
 pub use counters::Counts;
 pub use future::ResponseFuture;

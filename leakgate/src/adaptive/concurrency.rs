@@ -1,9 +1,10 @@
 //! [`AdaptiveConcurrency`]: a concurrency limit that an algorithm moves, fed by how permits end.
 
 use super::algorithm::{Adaptive, Algorithm, Gradient2, Outcome};
-use crate::concurrency::{ConcurrencyError, ConcurrencyLimiter, Permit, MAX_PERMITS};
+use crate::concurrency::{ConcurrencyError, ConcurrencyLimiter, MAX_PERMITS};
 use crate::sync::{lock, Mutex};
 use crate::{Clock, TscClock};
+use std::sync::Arc;
 
 /// A concurrency limit that follows what the protected side can take: AIMD or Gradient2 (see
 /// the [`adaptive` docs](crate::docs::adaptive)) move the `max` of a [`ConcurrencyLimiter`]
@@ -50,7 +51,32 @@ pub struct AdaptiveConcurrency<C: Clock = TscClock> {
 #[must_use = "report how the work ended: success(), dropped() or ignore()"]
 pub struct AdaptivePermit<'a, C: Clock = TscClock> {
     owner: &'a AdaptiveConcurrency<C>,
-    permit: Option<Permit<'a>>,
+    ticket: Ticket,
+}
+
+/// A permit of an [`AdaptiveConcurrency`] behind an `Arc`, for holding across tasks (a response
+/// future): as [`AdaptivePermit`].
+///
+/// ```
+/// use std::sync::Arc;
+/// let a = Arc::new(leakgate::AdaptiveConcurrency::aimd(1, 10, 10)?);
+/// let p = a.try_acquire_owned().unwrap();
+/// std::thread::spawn(move || p.dropped()).join().unwrap();
+/// assert_eq!((a.in_flight(), a.limit()), (0, 9));
+/// # Ok::<(), leakgate::ConcurrencyError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "report how the work ended: success(), dropped() or ignore()"]
+pub struct OwnedAdaptivePermit<C: Clock = TscClock> {
+    owner: Arc<AdaptiveConcurrency<C>>,
+    ticket: Ticket,
+}
+
+/// What a permit remembers from its acquire.
+#[derive(Debug)]
+struct Ticket {
+    /// Still holds its permit (not yet reported or dropped).
+    held: bool,
     start_ns: u64,
     generation: u64,
     in_flight: u32,
@@ -153,16 +179,29 @@ impl<C: Clock> AdaptiveConcurrency<C> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn try_acquire(&self) -> Option<AdaptivePermit<'_, C>> {
-        let permit = self.limiter.try_acquire()?;
+        Some(AdaptivePermit { owner: self, ticket: self.take()? })
+    }
+
+    /// As [`try_acquire`](Self::try_acquire), for a limiter behind an `Arc`.
+    ///
+    /// ```
+    /// let a = std::sync::Arc::new(leakgate::AdaptiveConcurrency::aimd(1, 1, 10)?);
+    /// let p = a.try_acquire_owned().unwrap();
+    /// assert!(a.try_acquire_owned().is_none());
+    /// p.success();
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn try_acquire_owned(self: &Arc<Self>) -> Option<OwnedAdaptivePermit<C>> {
+        Some(OwnedAdaptivePermit { owner: self.clone(), ticket: self.take()? })
+    }
+
+    fn take(&self) -> Option<Ticket> {
+        if !self.limiter.try_take_one() {
+            return None;
+        }
         let in_flight = self.limiter.in_flight();
         let generation = lock(&self.state).generation;
-        Some(AdaptivePermit {
-            owner: self,
-            permit: Some(permit),
-            start_ns: self.clock.now_ns(),
-            generation,
-            in_flight,
-        })
+        Some(Ticket { held: true, start_ns: self.clock.now_ns(), generation, in_flight })
     }
 
     /// The limit in force now, in `[min, max]`.
@@ -199,14 +238,22 @@ impl<C: Clock> AdaptiveConcurrency<C> {
         &self.clock
     }
 
-    fn report(&self, p: &mut AdaptivePermit<'_, C>, outcome: Option<Outcome>) {
+    /// Gives `ticket`'s permit back and, with an outcome, feeds the algorithm.
+    fn report(&self, ticket: &mut Ticket, outcome: Option<Outcome>) {
+        if !std::mem::replace(&mut ticket.held, false) {
+            return;
+        }
         // The permit goes back first: the new limit applies to the next acquire.
-        drop(p.permit.take());
+        self.limiter.release(1);
         let Some(outcome) = outcome else { return };
         let mut state = lock(&self.state);
-        state.sample(outcome, p.generation, p.in_flight);
+        state.sample(outcome, ticket.generation, ticket.in_flight);
         // Under the lock, so limits are applied in the order they were computed.
         self.limiter.set_max(state.whole());
+    }
+
+    fn latency(&self, ticket: &Ticket) -> Outcome {
+        Outcome::Success(self.clock.now_ns().saturating_sub(ticket.start_ns))
     }
 }
 
@@ -220,8 +267,8 @@ impl<C: Clock> AdaptivePermit<'_, C> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn success(mut self) {
-        let rtt = self.owner.clock.now_ns().saturating_sub(self.start_ns);
-        self.owner.report(&mut self, Some(Outcome::Success(rtt)));
+        let outcome = self.owner.latency(&self.ticket);
+        self.owner.report(&mut self.ticket, Some(outcome));
     }
 
     /// The work met overload: a timeout, a 429, a 5xx. The limit backs off.
@@ -233,7 +280,7 @@ impl<C: Clock> AdaptivePermit<'_, C> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn dropped(mut self) {
-        self.owner.report(&mut self, Some(Outcome::Dropped));
+        self.owner.report(&mut self.ticket, Some(Outcome::Dropped));
     }
 
     /// The outcome says nothing about the server (a client error, a cancelled call): the permit
@@ -246,13 +293,58 @@ impl<C: Clock> AdaptivePermit<'_, C> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn ignore(mut self) {
-        self.owner.report(&mut self, None);
+        self.owner.report(&mut self.ticket, None);
     }
 }
 
 impl<C: Clock> Drop for AdaptivePermit<'_, C> {
     fn drop(&mut self) {
-        // Reported already (permit taken), or dropped without a word: `ignore`.
-        drop(self.permit.take());
+        // Reported already (nothing held), or dropped without a word: `ignore`.
+        self.owner.report(&mut self.ticket, None);
+    }
+}
+
+impl<C: Clock> OwnedAdaptivePermit<C> {
+    /// As [`AdaptivePermit::success`].
+    ///
+    /// ```
+    /// let a = std::sync::Arc::new(leakgate::AdaptiveConcurrency::aimd(1, 1, 10)?);
+    /// a.try_acquire_owned().unwrap().success();
+    /// assert_eq!(a.limit(), 2);
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn success(mut self) {
+        let outcome = self.owner.latency(&self.ticket);
+        self.owner.report(&mut self.ticket, Some(outcome));
+    }
+
+    /// As [`AdaptivePermit::dropped`].
+    ///
+    /// ```
+    /// let a = std::sync::Arc::new(leakgate::AdaptiveConcurrency::aimd(1, 10, 10)?);
+    /// a.try_acquire_owned().unwrap().dropped();
+    /// assert_eq!(a.limit(), 9);
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn dropped(mut self) {
+        self.owner.report(&mut self.ticket, Some(Outcome::Dropped));
+    }
+
+    /// As [`AdaptivePermit::ignore`].
+    ///
+    /// ```
+    /// let a = std::sync::Arc::new(leakgate::AdaptiveConcurrency::aimd(1, 10, 10)?);
+    /// a.try_acquire_owned().unwrap().ignore();
+    /// assert_eq!((a.limit(), a.in_flight()), (10, 0));
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn ignore(mut self) {
+        self.owner.report(&mut self.ticket, None);
+    }
+}
+
+impl<C: Clock> Drop for OwnedAdaptivePermit<C> {
+    fn drop(&mut self) {
+        self.owner.report(&mut self.ticket, None);
     }
 }

@@ -14,5 +14,5 @@ mod algorithm;
 mod concurrency;
 mod rate;
 
-pub use concurrency::{AdaptiveConcurrency, AdaptivePermit};
+pub use concurrency::{AdaptiveConcurrency, AdaptivePermit, OwnedAdaptivePermit};
 pub use rate::AdaptiveRate;

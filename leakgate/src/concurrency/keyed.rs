@@ -235,6 +235,76 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
     }
 }
 
+/// Permits of one key of a [`KeyedConcurrencyLimiter`] behind an `Arc`, for holding across
+/// tasks; given back when dropped.
+///
+/// ```
+/// use std::sync::Arc;
+/// let k = Arc::new(leakgate::KeyedConcurrencyLimiter::<u64>::new(1)?);
+/// let p = k.try_acquire_owned(&3).unwrap();
+/// assert_eq!((*p.key(), p.count()), (3, 1));
+/// std::thread::spawn(move || drop(p)).join().unwrap();
+/// assert!(k.is_empty());
+/// # Ok::<(), leakgate::ConcurrencyError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "the permits are given back as soon as this is dropped"]
+pub struct OwnedKeyedPermit<K: Hash + Eq + Clone> {
+    limiter: std::sync::Arc<KeyedConcurrencyLimiter<K>>,
+    key: K,
+    n: u32,
+}
+
+impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
+    /// As [`try_acquire`](Self::try_acquire), for a table behind an `Arc`: the permit can move
+    /// to another task or thread.
+    ///
+    /// ```
+    /// let k = std::sync::Arc::new(leakgate::KeyedConcurrencyLimiter::<u64>::new(1)?);
+    /// let p = k.try_acquire_owned(&1).unwrap();
+    /// assert!(k.try_acquire_owned(&1).is_none());
+    /// # drop(p);
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn try_acquire_owned(self: &std::sync::Arc<Self>, key: &K) -> Option<OwnedKeyedPermit<K>> {
+        let mut permit = self.try_acquire(key)?;
+        let owned = OwnedKeyedPermit { limiter: self.clone(), key: key.clone(), n: permit.n };
+        // The count moves to the owned permit: the borrowed one's drop gives back nothing.
+        permit.n = 0;
+        Some(owned)
+    }
+}
+
+impl<K: Hash + Eq + Clone> OwnedKeyedPermit<K> {
+    /// The key these permits are for.
+    ///
+    /// ```
+    /// let k = std::sync::Arc::new(leakgate::KeyedConcurrencyLimiter::<u64>::new(1)?);
+    /// assert_eq!(*k.try_acquire_owned(&5).unwrap().key(), 5);
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+
+    /// How many permits this holds.
+    ///
+    /// ```
+    /// let k = std::sync::Arc::new(leakgate::KeyedConcurrencyLimiter::<u64>::new(1)?);
+    /// assert_eq!(k.try_acquire_owned(&5).unwrap().count(), 1);
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn count(&self) -> u32 {
+        self.n
+    }
+}
+
+impl<K: Hash + Eq + Clone> Drop for OwnedKeyedPermit<K> {
+    fn drop(&mut self) {
+        self.limiter.release(&self.key, self.n);
+    }
+}
+
 impl<K: Hash + Eq + Clone> KeyedPermit<'_, K> {
     /// The key these permits are for.
     ///

@@ -217,12 +217,18 @@ impl ConcurrencyLimiter {
         }
     }
 
-    /// Gives back `n` permits (a permit's drop).
+    /// Gives back `n` permits (a permit's drop; an adaptive permit's report).
     #[inline]
-    pub(super) fn release(&self, n: u32) {
+    pub(crate) fn release(&self, n: u32) {
         if n != 0 && self.state.release(n) {
             self.queue.serve(&self.state);
         }
+    }
+
+    /// Takes one permit, for a caller that counts it itself (the adaptive permits) and gives it
+    /// back with [`release`](Self::release).
+    pub(crate) fn try_take_one(&self) -> bool {
+        self.state.try_add(1, true)
     }
 
     pub(super) fn state(&self) -> &State {

@@ -18,7 +18,7 @@ mod queue;
 mod state;
 
 pub use error::ConcurrencyError;
-pub use keyed::{KeyedConcurrencyLimiter, KeyedPermit, DEFAULT_KEYED_CAPACITY};
+pub use keyed::{KeyedConcurrencyLimiter, KeyedPermit, OwnedKeyedPermit, DEFAULT_KEYED_CAPACITY};
 pub use limiter::ConcurrencyLimiter;
 pub use permit::{OwnedPermit, Permit};
 pub use state::MAX_PERMITS;
