@@ -91,7 +91,8 @@ impl ConcurrencyLimitLayer {
     /// use leakgate_tower::{ConcurrencyLimitLayer, HeaderKey};
     /// // Two requests at once per API key.
     /// let per_key = KeyedConcurrencyLimiter::new(2)?;
-    /// let layer = ConcurrencyLimitLayer::keyed(per_key, HeaderKey::new("x-api-key")?);
+    /// let key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    /// let layer = ConcurrencyLimitLayer::keyed(per_key, key);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn keyed<E: KeyExtractor>(
