@@ -19,6 +19,10 @@
 //!   tiers of keys at once ([`RuleLimiter::check_all_n`]), reloads while running keeping every
 //!   key's level, counts per rule, and lists its buckets. Rules files in TOML with the feature
 //!   `rules-file`; counters through the `metrics` facade with the feature `metrics`.
+//! * **How many at once.** [`ConcurrencyLimiter`] bounds permits in flight (lock-free to take,
+//!   first come first served to wait for, released on drop), per key with
+//!   [`KeyedConcurrencyLimiter`]; [`AdaptiveConcurrency`] (AIMD, Gradient2) and [`AdaptiveRate`]
+//!   follow what the protected side can take; see [`docs::adaptive`].
 //! * **Packets.** Byte quotas (`"10 MB/s burst 64 KiB"`, `"1 Gbit/s"`: a packet of `L` bytes is
 //!   `check_n(L)`) and the colour meters of RFC 2697 and 2698 ([`SrTcm`], [`TrTcm`], per flow
 //!   [`KeyedSrTcm`], [`KeyedTrTcm`]), with caller time for packet loops; see [`docs::packets`].
@@ -214,8 +218,12 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+#[cfg(feature = "std")]
+mod adaptive;
 mod bucket;
 mod clock;
+#[cfg(feature = "std")]
+mod concurrency;
 mod decision;
 pub mod docs;
 mod exact;
@@ -240,9 +248,16 @@ mod rate_cell;
 mod rules;
 mod sync;
 
+#[cfg(feature = "std")]
+pub use adaptive::{AdaptiveConcurrency, AdaptivePermit, AdaptiveRate, OwnedAdaptivePermit};
 pub use clock::Clock;
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};
+#[cfg(feature = "std")]
+pub use concurrency::{
+    ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedPermit, OwnedKeyedPermit,
+    OwnedPermit, Permit, DEFAULT_KEYED_CAPACITY, MAX_PERMITS,
+};
 pub use decision::{Admitted, Denied};
 pub use exact::ExactRate;
 #[cfg(feature = "std")]

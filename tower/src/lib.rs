@@ -13,6 +13,9 @@
 //! * **One limiter per layer.** Every service the layer makes, every route under it and every
 //!   clone share one limiter through an `Arc`, unlike tower's own `RateLimit`, which keeps its
 //!   state per clone (and axum clones services).
+//! * **How many at once, too.** [`ConcurrencyLimitLayer`] bounds the requests in the handlers at
+//!   once (globally, per key, or with an adaptive limit that learns from 5xx, 429s, timeouts and
+//!   latency) and refuses the rest at once with 503 and `Retry-After`.
 //! * **Refused requests never reach the handler.** They get `429 Too Many Requests` with
 //!   `Retry-After` (whole seconds, rounded up) and, optionally, an `application/problem+json`
 //!   body; or whatever response [`RateLimitLayer::on_refusal`] makes of each [`Refusal`].
@@ -131,6 +134,7 @@
 #![deny(missing_docs)]
 
 mod body;
+mod concurrency;
 mod config;
 mod counters;
 mod future;
@@ -145,6 +149,7 @@ mod refusal;
 mod service;
 
 pub use body::RefusalBody;
+pub use concurrency::{ConcurrencyFuture, ConcurrencyLimit, ConcurrencyLimitLayer};
 pub use config::{IntoShared, RateLimitHeaders};
 pub use counters::Counts;
 pub use future::ResponseFuture;

@@ -40,19 +40,19 @@ pub(crate) use core::sync::atomic::{fence, Ordering};
 #[cfg(all(not(loom), feature = "portable-atomic"))]
 pub(crate) use portable_atomic::AtomicU64;
 #[cfg(all(not(loom), feature = "std"))]
-pub(crate) use std::sync::atomic::AtomicU32;
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32};
 
 #[cfg(all(not(loom), feature = "alloc"))]
 pub(crate) use alloc::sync::Arc;
 #[cfg(all(not(loom), not(feature = "std")))]
 pub(crate) use spin::{SpinGuard as MutexGuard, SpinLock as Mutex};
 #[cfg(all(not(loom), feature = "std"))]
-pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 /// `std`'s atomics under every cfg, for process-wide state that loom never models (the coarse
 /// clock's shared time, written by a real background thread).
