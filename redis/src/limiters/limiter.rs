@@ -4,7 +4,7 @@ use crate::connection::builder::Builder;
 use crate::connection::client::Client;
 use crate::connection::fallback::Fallback;
 use crate::error::Error;
-use crate::limiters::lease::LeaseTable;
+use crate::limiters::lease_table::LeaseTable;
 use crate::limiters::reservation::RedisReservation;
 use crate::script::units::{Rate, MAX_WAIT};
 use crate::script::{Call, CallKey, Keep, Reply};
@@ -291,7 +291,7 @@ impl AsyncRedisLimiter {
         self.decide_leasing(keys, n, max_wait_ns, (0, &[]), c.caller_now(), c.deadline).await
     }
 
-    /// `decide`, asking for `lease_want` extra units (see [`crate::limiters::lease`]) with the TAT of each
+    /// `decide`, asking for `lease_want` extra units (see [`crate::limiters::lease_table`]) with the TAT of each
     /// bucket as this process last saw it (`known_tat`, by which the script finds a lost key), on
     /// the caller's clock reading `now_ns` (or Redis `TIME`), within `budget`.
     pub(crate) async fn decide_leasing(

@@ -10,9 +10,9 @@
 
 pub(crate) mod blocking;
 pub(crate) mod cell;
-pub(crate) mod lease;
+mod lease_check;
 pub(crate) mod lease_config;
-mod leasing;
+pub(crate) mod lease_table;
 pub(crate) mod limiter;
 pub(crate) mod reservation;
 pub(crate) mod rules;

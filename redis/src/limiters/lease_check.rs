@@ -1,8 +1,8 @@
 //! How an [`AsyncRedisLimiter`] with leases answers a hot key: from its lease when it can, and
-//! renewing the lease in the round trip of a request when it cannot (see [`crate::limiters::lease`]).
+//! renewing the lease in the round trip of a request when it cannot (see [`crate::limiters::lease_table`]).
 
 use crate::error::Error;
-use crate::limiters::lease::{Lease, LeaseTable, Local, Schedule};
+use crate::limiters::lease_table::{Lease, LeaseTable, Local, Schedule};
 use crate::limiters::limiter::AsyncRedisLimiter;
 use crate::script::{CallKey, Reply};
 use leakgate::{Admitted, Denied};
