@@ -81,6 +81,8 @@ mod keyed_slots;
 mod keyed_sr;
 #[cfg(feature = "std")]
 mod keyed_tr;
+#[cfg(feature = "std")]
+mod leased_sr;
 mod sr_decide;
 mod srtcm;
 mod ticks;
@@ -90,6 +92,8 @@ mod trtcm;
 pub use keyed_sr::KeyedSrTcm;
 #[cfg(feature = "std")]
 pub use keyed_tr::KeyedTrTcm;
+#[cfg(feature = "std")]
+pub use leased_sr::LeasedSrTcm;
 pub use srtcm::SrTcm;
 pub use trtcm::TrTcm;
 
