@@ -5,7 +5,8 @@
 //!
 //! `LEAKGATE_LEASED_METER_ROUNDS=N cargo bench --bench leased_meters` runs N interleaved rounds
 //! instead (each contender 200 ms in turn in every round, on fresh meters) and prints the median
-//! ns per packet (wall time over all threads) and the ratios to the mutex meter.
+//! ns per packet (wall time over all threads) and the ratios to the mutex meter;
+//! `LEAKGATE_LEASED_METER_THREADS=1,2,4,8` names the thread counts of those rounds (default 1, 2).
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use leakgate::{Clock, Color, LeasedSrTcm, Leases, Quota, SrTcm, TscClock};
@@ -152,7 +153,11 @@ fn interleaved(rounds: usize) {
         cpu.unwrap_or_default()
     );
     let mut cases: Vec<(usize, &str, bool, [Vec<f64>; 3])> = Vec::new();
-    for threads in THREADS {
+    let threads_list: Vec<usize> = std::env::var("LEAKGATE_LEASED_METER_THREADS")
+        .ok()
+        .map(|list| list.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+        .unwrap_or_else(|| THREADS.to_vec());
+    for threads in threads_list {
         for (time, caller) in TIMES {
             cases.push((threads, time, caller, Default::default()));
         }

@@ -5,6 +5,7 @@
 //! every colour is the model's; threads at one instant, expiry, a thread that exits holding a
 //! lease.
 
+#[allow(dead_code)] // its trTCM model: this file meters srTCMs only
 mod support;
 
 use leakgate::{Clock, Color, LeasedSrTcm, Leases, ManualClock, Quota};
