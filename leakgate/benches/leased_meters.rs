@@ -7,6 +7,15 @@
 //! instead (each contender 200 ms in turn in every round, on fresh meters) and prints the median
 //! ns per packet (wall time over all threads) and the ratios to the mutex meter;
 //! `LEAKGATE_LEASED_METER_THREADS=1,2,4,8` names the thread counts of those rounds (default 1, 2).
+//!
+//! Measured (3 runs of 3 interleaved rounds, 2-core AMD EPYC VM shared with other builds, load
+//! 3.4-6.3; ns per packet, wall time over all threads; exact / leased / mutex): one thread, own
+//! clock 16.2-22.5 / 16.3-21.7 / 15.0-19.9, caller time 12.6-17.5 / 12.6-21.3 / 12.4-19.1; two
+//! threads, own clock 14.0-22.9 / 14.7-23.0 / 14.3-25.1, caller time 11.8-20.6 / 12.4-18.3 /
+//! 12.1-18.9. Leased/mutex 0.75-1.23, exact/mutex 0.91-1.19: parity within the noise. On this
+//! VM two threads never ran at once long enough to show the shared line (no contender's time
+//! per packet halves or grows from one thread to two), so the case the leases are for is not
+//! shown here; it needs a machine with idle cores.
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use leakgate::{Clock, Color, LeasedSrTcm, Leases, Quota, SrTcm, TscClock};
