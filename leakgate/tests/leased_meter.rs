@@ -1,18 +1,17 @@
-//! `LeasedSrTcm` against its stated bound and the RFC 2697 model (`support/rfc.rs`): in every
-//! window of the clock `[t1, t2]` its greens are at most `CBS + ticks + E` and its greens and
-//! yellows at most `CBS + EBS + ticks + E` (`ticks`: CIR's ticks in the window, `E =
-//! excess_bound()`), over every pair of packets of random runs on a manual clock; with leases off
-//! every colour is the model's; threads at one instant, expiry, a thread that exits holding a
-//! lease.
+//! `LeasedSrTcm` and `LeasedTrTcm` against their stated bounds and the RFC 2697 and 2698 models
+//! (`support/rfc.rs`): in every window of the clock `[t1, t2]` the greens are at most `CBS +
+//! CIR ticks + E`, and the greens and yellows at most `CBS + EBS + CIR ticks + E` (srTCM) or
+//! `PBS + PIR ticks + E` (trTCM), `E = excess_bound()`, over every pair of packets of random runs
+//! on a manual clock; with leases off every colour is the model's; threads at one instant,
+//! expiry, a thread that exits holding a lease.
 
-#[allow(dead_code)] // its trTCM model: this file meters srTCMs only
 mod support;
 
-use leakgate::{Clock, Color, LeasedSrTcm, Leases, ManualClock, Quota};
+use leakgate::{Clock, Color, LeasedSrTcm, LeasedTrTcm, Leases, ManualClock, Quota};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use support::rfc::RefSrTcm;
+use support::rfc::{RefSrTcm, RefTrTcm};
 use support::{bytes, rate};
 
 /// CIR's ticks fallen by `ns`, exactly.
@@ -105,6 +104,110 @@ proptest! {
             prop_assert_eq!(meter.tokens_at(now), model.tokens());
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The trTCM: random packets from 4 slots, PIR 1-3 times CIR; both bounds in every window.
+    #[test]
+    fn trtcm_windows_keep_the_colour_bounds(
+        rate in rate(),
+        k in 1u64..4,
+        cbs in prop::sample::select(vec![1_600u64, 9_000, 100_000]),
+        pbs in prop::sample::select(vec![1_600u64, 9_000, 100_000]),
+        span_us in 17u64..2_000,
+        slots in 1usize..=4,
+        steps in prop::collection::vec(
+            (0usize..4, 1u64..1_600, 0u64..3_000, prop::bool::weighted(0.9)),
+            1..250,
+        ),
+    ) {
+        let clock = ManualClock::new();
+        let peak = (rate.0 * k, rate.1);
+        let leases = Leases::new().span(Duration::from_micros(span_us)).slots(slots);
+        let meter =
+            LeasedTrTcm::with_leases(bytes(peak, pbs), bytes(rate, cbs), clock.clone(), leases)
+                .unwrap();
+        let e = meter.excess_bound();
+        prop_assert!(u128::from(e) <= ticks(rate, span_us * 1_000).min(u128::from(cbs.min(pbs) / 2)));
+        let mut packets = Vec::new();
+        for (slot, size, dt, green) in steps {
+            clock.advance(Duration::from_nanos(dt));
+            let now = clock.now_ns();
+            let colour = if green {
+                meter.color_blind_at_slot(slot, size, now)
+            } else {
+                meter.color_aware_at(size, Color::Yellow, now)
+            };
+            packets.push((now, size, colour));
+        }
+        assert_bound(rate, cbs, e, &packets, &[Color::Green]);
+        assert_bound(peak, pbs, e, &packets, &[Color::Green, Color::Yellow]);
+    }
+
+    /// The trTCM at rates too slow for leases: every colour and token count is the RFC model's.
+    #[test]
+    fn trtcm_leases_off_colour_as_the_rfc(
+        per_second in 1u64..8_000,
+        k in 1u64..4,
+        cbs in 1u64..3_000,
+        pbs in 1u64..3_000,
+        steps in prop::collection::vec((0usize..4, 0u64..1_600, 0u64..50_000_000, 0u8..3), 1..150),
+    ) {
+        let clock = ManualClock::new();
+        let q = |rate: u64, burst: u64| Quota::bytes_per_second(rate).unwrap().with_burst(burst).unwrap();
+        let leases = Leases::new().slots(4);
+        let meter =
+            LeasedTrTcm::with_leases(q(per_second * k, pbs), q(per_second, cbs), clock.clone(), leases)
+                .unwrap();
+        prop_assume!(meter.lease_units() == 0);
+        let second = 1_000_000_000;
+        let mut model = RefTrTcm::new((per_second * k, second), pbs, (per_second, second), cbs);
+        for (slot, size, dt, pre) in steps {
+            clock.advance(Duration::from_nanos(dt));
+            let now = clock.now_ns();
+            let pre = [Color::Green, Color::Yellow, Color::Red][usize::from(pre)];
+            let colour = if pre == Color::Green {
+                meter.color_blind_at_slot(slot, size, now)
+            } else {
+                meter.color_aware_at(size, pre, now)
+            };
+            prop_assert_eq!(colour, model.meter(now, size, pre));
+            prop_assert_eq!(meter.tokens_at(now), model.tokens());
+        }
+    }
+}
+
+#[test]
+fn trtcm_at_one_instant_no_more_than_the_buckets() {
+    // As for the srTCM: at a clock that stands still, greens at most CBS, greens and yellows at
+    // most PBS, and greens short of CBS by at most what sits in leases.
+    let (peak, cir): (Quota, Quota) =
+        ("2 GB/s burst 300 kB".parse().unwrap(), "1 GB/s burst 200 kB".parse().unwrap());
+    let meter =
+        LeasedTrTcm::with_leases(peak, cir, ManualClock::new(), Leases::new().slots(4)).unwrap();
+    assert_eq!(meter.lease_units(), 25_000);
+    let (green, yellow) = (AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..200 {
+                    match meter.color_blind(1_000) {
+                        Color::Green => green.fetch_add(1_000, Ordering::Relaxed),
+                        Color::Yellow => yellow.fetch_add(1_000, Ordering::Relaxed),
+                        Color::Red => 0,
+                    };
+                }
+            });
+        }
+    });
+    let (green, yellow) = (green.into_inner(), yellow.into_inner());
+    assert!(green <= 200_000, "{green}");
+    assert!(green + yellow <= 300_000, "{green} + {yellow}");
+    assert!(green >= 200_000 - meter.excess_bound(), "{green}");
+    // P is used up but for units left in leases (charged to P and C, never spent).
+    assert!(green + yellow >= 300_000 - meter.excess_bound(), "{green} + {yellow}");
 }
 
 #[test]

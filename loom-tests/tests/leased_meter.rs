@@ -1,4 +1,4 @@
-//! Loom models of `LeasedSrTcm`: leases of green units taken, spent, refused (a green-only take
+//! Loom models of `LeasedSrTcm` (and one of `LeasedTrTcm`'s give-back of `P`): leases of green units taken, spent, refused (a green-only take
 //! that loses `C` to another packet and gives its charge of `A` back), expired, and held by a
 //! thread that exits, on every interleaving of 2-3 threads. In each, at one clock reading the
 //! greens are at most CBS and the greens and yellows at most CBS + EBS, a lease's units are spent
@@ -7,7 +7,7 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p leakgate-loom-tests --release --test leased_meter`.
 #![cfg(loom)]
 
-use leakgate::{Color, LeasedSrTcm, Leases, ManualClock, Quota};
+use leakgate::{Color, LeasedSrTcm, LeasedTrTcm, Leases, ManualClock, Quota};
 use leakgate_loom_tests::model;
 use loom::sync::Arc;
 use loom::thread;
@@ -114,5 +114,44 @@ fn a_lease_held_by_a_thread_that_exited_expires() {
         let (g, y) = add((green, yellow), packets(&m, 0, 14, 1, now));
         assert!(g <= 8 && g + y <= 12, "{g} + {y}");
         assert!(g >= 8 - m.excess_bound(), "{g}");
+    });
+}
+
+#[test]
+fn a_trtcm_green_take_that_loses_c_gives_p_back() {
+    // PIR 2 bytes a µs, PBS 12; CIR 1 byte a µs, CBS 8; two slots, leases of 2. A packet of 7
+    // on the exact path races a lease take: when it takes C first, C holds 1 and the take
+    // (already charged to P) loses C and gives P back on a clock that has not moved: P then holds
+    // exactly PBS less the greens and yellows, and no packet is green beyond C.
+    model(|| {
+        let peak = Quota::bytes(2_000_000, Duration::from_secs(1), 12).expect("a valid quota");
+        let cir = Quota::bytes(1_000_000, Duration::from_secs(1), 8).expect("a valid quota");
+        let leases = Leases::new().span(Duration::from_micros(17)).slots(2);
+        let m = Arc::new(LeasedTrTcm::with_leases(peak, cir, ManualClock::new(), leases).unwrap());
+        assert_eq!(m.lease_units(), 2);
+        let colour = |m: &LeasedTrTcm<ManualClock>, slot, k, size| {
+            let mut units = (0, 0);
+            for _ in 0..k {
+                match m.color_blind_at_slot(slot, size, 0) {
+                    Color::Green => units.0 += size,
+                    Color::Yellow => units.1 += size,
+                    Color::Red => {}
+                }
+            }
+            units
+        };
+        let big = {
+            let m = m.clone();
+            thread::spawn(move || colour(&m, 1, 1, 7))
+        };
+        let (green, yellow) = add(colour(&m, 0, 2, 1), big.join().unwrap());
+        let (tp, tc) = m.tokens_at(0);
+        // Slot 0's lease, if taken, is spent by the second packet, and the big packet never
+        // takes one (7 is above a lease): no unit sits in a lease, so P and C show exactly the
+        // packets they coloured.
+        assert_eq!(green + yellow + tp, 12, "{green} + {yellow} + {tp}");
+        assert_eq!(green + tc, 8, "{green} + {tc}");
+        let (g, y) = add((green, yellow), add(colour(&m, 0, 12, 1), colour(&m, 1, 12, 1)));
+        assert!(g <= 8 && g + y <= 12, "{g} + {y}");
     });
 }

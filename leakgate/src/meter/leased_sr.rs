@@ -113,7 +113,7 @@ impl<C: Clock> LeasedSrTcm<C> {
         clock: C,
         leases: Leases,
     ) -> Result<Self, MeterError> {
-        Self::from_meter(SrTcm::with_clock(committed, ebs, clock)?, leases)
+        Ok(Self::from_meter(SrTcm::with_clock(committed, ebs, clock)?, leases))
     }
 
     /// Leases green units of `meter` (any [`SrTcm`], of CBS 0 too: then leases are off).
@@ -122,21 +122,15 @@ impl<C: Clock> LeasedSrTcm<C> {
     /// use leakgate::{LeasedSrTcm, Leases, ManualClock, Quota, SrTcm};
     /// let cir = Quota::bytes_per_second(1_000_000_000)?;
     /// let meter = SrTcm::with_bursts(cir, 0, 9000, ManualClock::new())?;
-    /// assert_eq!(LeasedSrTcm::from_meter(meter, Leases::new())?.lease_units(), 0);
+    /// assert_eq!(LeasedSrTcm::from_meter(meter, Leases::new()).lease_units(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn from_meter(meter: SrTcm<C>, leases: Leases) -> Result<Self, MeterError> {
+    pub fn from_meter(meter: SrTcm<C>, leases: Leases) -> Self {
         let cbs = meter.committed_burst();
         let lease = if cbs == 0 { 0 } else { leases.lease_units(&meter.committed()) };
         let slots: Box<[CachePadded<Slot>]> =
             (0..leases.slots_of()).map(|_| CachePadded::new(Slot::new())).collect();
-        Ok(LeasedSrTcm {
-            exact: meter,
-            mask: slots.len() - 1,
-            slots,
-            lease,
-            span_ns: leases.span_ns(),
-        })
+        LeasedSrTcm { exact: meter, mask: slots.len() - 1, slots, lease, span_ns: leases.span_ns() }
     }
 
     /// The colour of a packet of `bytes` metered now, colour-blind (as
