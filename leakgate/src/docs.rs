@@ -301,6 +301,12 @@ pub mod packets {
     //!   take `&mut self` and read and write its words as plain integers: the same colours, no
     //!   atomic read-modify-write, no fence. The two may be mixed on one meter; the `&mut`
     //!   borrow is the proof that no other thread is using it.
+    //! * **Shared and hot: leased.** One meter coloured by many threads at a high packet rate
+    //!   moves its line between cores on every green packet. [`LeasedSrTcm`](crate::LeasedSrTcm)
+    //!   and [`LeasedTrTcm`](crate::LeasedTrTcm) (opt-in) colour green packets from per-thread
+    //!   leases of green units (at most a short span of CIR, at most half of CBS), with no write
+    //!   to the meter; yellow and red stay the shared meter's. Greens in a window may exceed
+    //!   `CBS + CIR * window` by `excess_bound()` (one lease per slot); slow rates take no leases.
     //!
     //! ```
     //! use leakgate::{Clock, Color, Quota, SrTcm};

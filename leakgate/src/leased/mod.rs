@@ -47,7 +47,7 @@
 //! new limiter. Decisions report less than [`Limiter`]'s: see [`LeasedLimiter::check_n`].
 
 mod config;
-mod slot;
+pub(crate) mod slot;
 
 pub use config::Leases;
 

@@ -1,5 +1,7 @@
 //! One lease slot: a batch of units already charged to a [`LeasedLimiter`]'s shared bucket, spent
-//! by the threads mapped to the slot with no write to the shared word.
+//! by the threads mapped to the slot with no write to the shared word. The leased colour meters
+//! (`meter/leased_sr.rs`, `meter/leased_tr.rs`) keep their leases of green units in the same
+//! slots, with the same protocol.
 //!
 //! # Implementation details
 //!

@@ -52,10 +52,15 @@
 //!   than it admitted (its word takes no unconditional adds): a larger `C` would make `X`
 //!   smaller. `A` may only show more than it admitted (over-charges), which makes `X` larger.
 //!   So no packet is ever yellow where `E`, counting every packet before it, could not pay.
+//! * *Leases of green units* (`leased_sr.rs`, `leased_tr.rs`, opt-in). A green-only take of a
+//!   lease charges as a green packet does, and gives back what it charged if `C` refuses it
+//!   after all: the srTCM's charge of `A` as in its race above, the trTCM's charge of `P` the
+//!   same way (`bucket::give_back`, exact on a clock that has not moved, an over-charge that only
+//!   refuses more otherwise). Nothing is ever given back to `C`.
 //!
 //! Every word takes its charges by CAS only (the bucket protocol without its add path, as keyed
 //! slots do), so a word shows exactly what it admitted: a refused packet never leaves a charge
-//! behind, save the srTCM race's give-back on a clock that moved. Every bucket's word is its own
+//! behind, save a give-back (the srTCM race's, a lease take's) on a clock that moved. Every bucket's word is its own
 //! GCRA bucket under the bucket protocol, so no bucket ever
 //! admits more than `burst + (ticks elapsed)` however many threads meter at once; under threads a
 //! packet may get a lower colour than a sequential run would give it, when another packet in
@@ -81,6 +86,10 @@ mod keyed_slots;
 mod keyed_sr;
 #[cfg(feature = "std")]
 mod keyed_tr;
+#[cfg(feature = "std")]
+mod leased_sr;
+#[cfg(feature = "std")]
+mod leased_tr;
 mod sr_decide;
 mod srtcm;
 mod ticks;
@@ -90,6 +99,10 @@ mod trtcm;
 pub use keyed_sr::KeyedSrTcm;
 #[cfg(feature = "std")]
 pub use keyed_tr::KeyedTrTcm;
+#[cfg(feature = "std")]
+pub use leased_sr::LeasedSrTcm;
+#[cfg(feature = "std")]
+pub use leased_tr::LeasedTrTcm;
 pub use srtcm::SrTcm;
 pub use trtcm::TrTcm;
 

@@ -145,3 +145,23 @@ fn aware_with<W: SrWords>(
         Color::Red => Color::Red,
     }
 }
+
+/// Takes `n` (at least 1) as green only, for a lease of green units (`meter/leased_sr.rs`):
+/// `A`, the `Release` fence, then `C`, as a green packet does; if `C` refuses after all, the
+/// charge of `A` is given back (as the red branch of [`raced`] gives it back) and nothing is
+/// yellow. Whether `n` was taken from both words.
+#[inline(never)]
+pub(super) fn take_green<W: SrWords>(words: &W, rates: &SrRates, now: u64, n: u64) -> bool {
+    if rates.committed.admit(words.committed(), now, n, 0).is_err() {
+        return false;
+    }
+    let Some((after, at)) = words.take_total(n) else {
+        return false;
+    };
+    words.publish_total();
+    if words.take_committed(n) {
+        return true;
+    }
+    words.give_back(at, after, n);
+    false
+}

@@ -2,7 +2,7 @@
 //! which [`KeyedSrTcm`](super::KeyedSrTcm) makes too, is in `sr_decide.rs`; see the module docs
 //! for why it is exact and all or nothing).
 
-use super::sr_decide::{aware, blind, SrWords};
+use super::sr_decide::{aware, blind, take_green, SrWords};
 use super::ticks::{committed_quota, MeterWord, SrRates};
 use super::{Color, MeterError};
 use crate::bucket::{self, Word};
@@ -176,6 +176,22 @@ impl<C: Clock> SrTcm<C> {
     pub fn color_aware_at(&self, bytes: u64, pre: Color, now_ns: u64) -> Color {
         let now = self.rates.ticks.at(now_ns);
         aware(&At { meter: self, now }, &self.rates, now, bytes, pre)
+    }
+
+    /// Whether `C` holds `n` at `now_ns` (a read, no write): the room a lease of `n` green
+    /// units needs (`meter/leased_sr.rs`).
+    #[inline]
+    pub(crate) fn green_room_at(&self, n: u64, now_ns: u64) -> bool {
+        let now = self.rates.ticks.at(now_ns);
+        let Ok(c) = self.words.committed.load();
+        self.rates.committed.admit(c, now, n, 0).is_ok()
+    }
+
+    /// Takes `n` (at least 1) from both words as green, or nothing (see
+    /// `sr_decide::take_green`): whether it did.
+    pub(crate) fn take_green_at(&self, n: u64, now_ns: u64) -> bool {
+        let now = self.rates.ticks.at(now_ns);
+        take_green(&At { meter: self, now }, &self.rates, now, n)
     }
 
     /// The RFC's token counts `(Tc, Te)` at `now_ns`: what the committed and excess buckets

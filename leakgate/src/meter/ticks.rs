@@ -111,7 +111,8 @@ pub(super) fn committed_quota(cir: Quota, cbs: u64) -> Result<Quota, MeterError>
 /// an add that overshot and could not be undone, and the srTCM's `C` never shows more than its
 /// greens, which would make `E` look fuller than it is. Its loads are `Acquire`, so that a reader
 /// of an srTCM's `C` sees the charges of `A` made before it (see the module docs). Nothing is
-/// ever given back to a `C` word; the srTCM's `A` is given back to through `bucket::give_back`.
+/// ever given back to a `C` word; the srTCM's `A` and (by a lease take) the trTCM's `P` are given
+/// back to through `bucket::give_back`.
 #[derive(Debug, Default)]
 pub(super) struct MeterWord {
     /// `TAT` in ticks of the bucket's rate since the clock's origin (0: a new, full bucket).

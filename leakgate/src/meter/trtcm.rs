@@ -216,6 +216,39 @@ impl<C: Clock> TrTcm<C> {
         )
     }
 
+    /// Whether `P` and `C` both hold `n` at `now_ns` (reads, no write): the room a lease of `n`
+    /// green units needs (`meter/leased_tr.rs`).
+    #[inline]
+    pub(crate) fn green_room_at(&self, n: u64, now_ns: u64) -> bool {
+        let [p, c] = &*self.words;
+        let room = |word: &MeterWord, rate: &Rate, ticks: &Ticks| {
+            let Ok(tat) = bucket::Word::load(word);
+            rate.admit(tat, ticks.at(now_ns), n, 0).is_ok()
+        };
+        room(p, &self.peak_rate, &self.ticks[0]) && room(c, &self.committed_rate, &self.ticks[1])
+    }
+
+    /// Takes `n` (at least 1) from `P` and `C` as green, or nothing, for a lease of green units
+    /// (`meter/leased_tr.rs`): `P`, then `C`, as a green packet does; if `C` refuses, the charge
+    /// of `P` is given back (`bucket::give_back`: the whole charge on a clock that has not moved
+    /// since, less the time since otherwise, an over-charge that only refuses more). Whether it
+    /// took `n`.
+    pub(crate) fn take_green_at(&self, n: u64, now_ns: u64) -> bool {
+        let [p, c] = &*self.words;
+        let now_p = self.ticks[0].at(now_ns);
+        let Ok(Ok(after)) = bucket::take(p, &self.peak_rate, now_p, n, 0) else {
+            return false;
+        };
+        let now_c = self.ticks[1].at(now_ns);
+        if matches!(bucket::take(c, &self.committed_rate, now_c, n, 0), Ok(Ok(_))) {
+            return true;
+        }
+        // The clock is read after the value to be lowered was seen: see `bucket::give_back`.
+        let later = || now_p.max(self.ticks[0].at(self.clock.now_ns()));
+        let Ok(_) = bucket::give_back(p, after, self.peak_rate.cost(n), now_p, later);
+        false
+    }
+
     /// The RFC's token counts `(Tp, Tc)` at `now_ns`: what the peak and committed buckets hold.
     ///
     /// ```
