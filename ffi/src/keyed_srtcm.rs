@@ -49,12 +49,11 @@ pub unsafe extern "C" fn lg_keyed_srtcm_new(
     guard(|| {
         let (cir, cbs) = read_committed(committed)?;
         let capacity = self::capacity(capacity)?;
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        let meter = KeyedSrTcm::with_bursts(cir, cbs, ebs, capacity, ProcessClock)
-            .map_err(|_| Error::Quota)?;
-        raw::write(out, raw::into_handle(LgKeyedSrTcm(meter)))?;
+        raw::write_handle(out, || {
+            KeyedSrTcm::with_bursts(cir, cbs, ebs, capacity, ProcessClock)
+                .map(LgKeyedSrTcm)
+                .map_err(|_| Error::Quota)
+        })?;
         Ok(LG_OK)
     })
 }

@@ -49,12 +49,11 @@ pub unsafe extern "C" fn lg_keyed_trtcm_new(
     guard(|| {
         let (peak, committed) = (quota::read(peak)?, quota::read(committed)?);
         let capacity = self::capacity(capacity)?;
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        let meter = KeyedTrTcm::with_capacity_and_clock(peak, committed, capacity, ProcessClock)
-            .map_err(|_| Error::Quota)?;
-        raw::write(out, raw::into_handle(LgKeyedTrTcm(meter)))?;
+        raw::write_handle(out, || {
+            KeyedTrTcm::with_capacity_and_clock(peak, committed, capacity, ProcessClock)
+                .map(LgKeyedTrTcm)
+                .map_err(|_| Error::Quota)
+        })?;
         Ok(LG_OK)
     })
 }

@@ -68,6 +68,19 @@ pub(crate) fn into_handle<T>(value: T) -> *mut T {
     Box::into_raw(Box::new(value))
 }
 
+/// Makes a handle for the out-parameter `out`: [`Error::Null`] for a NULL `out` before `make`
+/// runs (a call that cannot return its handle builds nothing), else `make()`'s value as a new
+/// handle (see [`into_handle`]) written to `*out`.
+pub(crate) fn write_handle<T>(
+    out: *mut *mut T,
+    make: impl FnOnce() -> Result<T, Error>,
+) -> Result<(), Error> {
+    if out.is_null() {
+        return Err(Error::Null);
+    }
+    write(out, into_handle(make()?))
+}
+
 /// Drops the handle `p` (made by [`into_handle`]); nothing for NULL or a misaligned pointer.
 pub(crate) fn free<T>(p: *mut T) {
     if p.is_null() || !p.is_aligned() {

@@ -62,11 +62,9 @@ pub unsafe extern "C" fn lg_srtcm_new(
 ) -> LgStatus {
     guard(|| {
         let (cir, cbs) = read_committed(committed)?;
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        let meter = SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map_err(|_| Error::Quota)?;
-        raw::write(out, raw::into_handle(LgSrTcm(meter)))?;
+        raw::write_handle(out, || {
+            SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map(LgSrTcm).map_err(|_| Error::Quota)
+        })?;
         Ok(LG_OK)
     })
 }

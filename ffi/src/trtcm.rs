@@ -45,11 +45,9 @@ pub unsafe extern "C" fn lg_trtcm_new(
 ) -> LgStatus {
     guard(|| {
         let (peak, committed) = (quota::read(peak)?, quota::read(committed)?);
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        let meter = TrTcm::with_clock(peak, committed, ProcessClock).map_err(|_| Error::Quota)?;
-        raw::write(out, raw::into_handle(LgTrTcm(meter)))?;
+        raw::write_handle(out, || {
+            TrTcm::with_clock(peak, committed, ProcessClock).map(LgTrTcm).map_err(|_| Error::Quota)
+        })?;
         Ok(LG_OK)
     })
 }
