@@ -110,6 +110,13 @@ pub(crate) fn write<T: Copy>(p: *mut T, value: T) -> Result<(), Error> {
     Ok(())
 }
 
+/// Writes the two halves of `pair` where `first` and `second` point, each only where its
+/// pointer is not NULL (a meter's two token counts, say).
+pub(crate) fn write_pair_optional<T: Copy>(first: *mut T, second: *mut T, (a, b): (T, T)) {
+    write_optional(first, || a);
+    write_optional(second, || b);
+}
+
 /// Writes `value()` where `p` points, or nothing (and `value` is not called) when `p` is NULL:
 /// an optional out-parameter.
 #[inline(always)]

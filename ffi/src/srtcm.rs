@@ -159,9 +159,7 @@ pub unsafe extern "C" fn lg_srtcm_tokens_at(
     te: *mut u64,
 ) -> LgStatus {
     guard(|| {
-        let (c, e) = raw::handle(meter)?.0.tokens_at(now_ns);
-        raw::write_optional(tc, || c);
-        raw::write_optional(te, || e);
+        raw::write_pair_optional(tc, te, raw::handle(meter)?.0.tokens_at(now_ns));
         Ok(LG_OK)
     })
 }

@@ -131,9 +131,7 @@ pub unsafe extern "C" fn lg_trtcm_tokens_at(
     tc: *mut u64,
 ) -> LgStatus {
     guard(|| {
-        let (p, c) = raw::handle(meter)?.0.tokens_at(now_ns);
-        raw::write_optional(tp, || p);
-        raw::write_optional(tc, || c);
+        raw::write_pair_optional(tp, tc, raw::handle(meter)?.0.tokens_at(now_ns));
         Ok(LG_OK)
     })
 }
