@@ -340,27 +340,13 @@ mod tests {
             let mut bytes = null_mut();
             assert_eq!(lg_keyed_bytes_new(&QUOTA, 0, &mut bytes), LG_OK);
             let (a, lens) = (b"a".as_ptr(), [1usize, 1]);
-            let pointers = [a, null()];
-            let status = lg_keyed_bytes_check_batch(
-                bytes,
-                pointers.as_ptr(),
-                lens.as_ptr(),
-                costs.as_ptr(),
-                2,
-                null_mut(),
-                null_mut(),
-            );
-            assert_eq!(status, LG_ERR_NULL);
-            let pointers = [a, a];
-            let status = lg_keyed_bytes_check_batch(
-                bytes,
-                pointers.as_ptr(),
-                lens.as_ptr(),
-                costs.as_ptr(),
-                2,
-                null_mut(),
-                &mut count,
-            );
+            // Two keys of one byte each, both of cost 10; the count only.
+            let batch = |pointers: [*const u8; 2], count: *mut usize| {
+                let (keys, costs) = (pointers.as_ptr(), costs.as_ptr());
+                lg_keyed_bytes_check_batch(bytes, keys, lens.as_ptr(), costs, 2, null_mut(), count)
+            };
+            assert_eq!(batch([a, null()], null_mut()), LG_ERR_NULL);
+            let status = batch([a, a], &mut count);
             assert_eq!((status, count), (LG_OK, 1)); // "a" was not charged by the bad batch
             lg_keyed_bytes_free(bytes);
         }

@@ -1,7 +1,9 @@
 //! Colours as C sees them: `uint8_t` with DPDK's values, and the guard of the meter functions.
 
+use crate::clock::ProcessClock;
+use crate::raw;
 use crate::status::Error;
-use leakgate::Color;
+use leakgate::{Clock, Color};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A packet's colour, with DPDK's values (`enum rte_color`): [`LG_GREEN`] 0, [`LG_YELLOW`] 1,
@@ -38,6 +40,39 @@ pub(crate) fn guard_color(body: impl FnOnce() -> Result<Color, Error>) -> LgColo
         Ok(Ok(color)) => color as LgColor,
         Ok(Err(_)) | Err(_) => LG_COLOR_ERROR,
     }
+}
+
+/// Runs the body of a colour-aware call on a shared meter handle, the same for every meter
+/// kind: the handle checked, `pre` read, the clock read unless the caller gave `now_ns`, then
+/// `color(meter, pre, now_ns)`; an error or a panic is [`LG_COLOR_ERROR`].
+#[inline(always)]
+pub(crate) fn color_aware<H>(
+    meter: *const H,
+    pre: LgColor,
+    now_ns: Option<u64>,
+    color: impl FnOnce(&H, Color, u64) -> Color,
+) -> LgColor {
+    guard_color(move || {
+        let meter = raw::handle(meter)?;
+        let pre = from_c(pre)?;
+        let now_ns = now_ns.unwrap_or_else(|| ProcessClock.now_ns());
+        Ok(color(meter, pre, now_ns))
+    })
+}
+
+/// [`color_aware`] for a meter handle the caller holds exclusively: the handle checked, `pre`
+/// read, then `color(meter, pre)`.
+#[inline(always)]
+pub(crate) fn color_aware_mut<H>(
+    meter: *mut H,
+    pre: LgColor,
+    color: impl FnOnce(&mut H, Color) -> Color,
+) -> LgColor {
+    guard_color(move || {
+        let meter = raw::handle_mut(meter)?;
+        let pre = from_c(pre)?;
+        Ok(color(meter, pre))
+    })
 }
 
 #[cfg(test)]

@@ -7,11 +7,10 @@
 //! C promises: no other call uses the meter while an `_excl` call runs ([pointer
 //! rule](crate#pointers) 5). A meter may be used by the plain functions at other times.
 
-use crate::color::{from_c, guard_color, LgColor};
+use crate::color::{color_aware_mut, guard_color, LgColor};
 use crate::raw;
 use crate::srtcm::LgSrTcm;
 use crate::trtcm::LgTrTcm;
-use leakgate::Color;
 
 /// [`lg_srtcm_color_blind`](crate::lg_srtcm_color_blind) for a meter that the caller holds
 /// exclusively: the caller guarantees no other thread uses this meter during the call (one
@@ -97,11 +96,7 @@ pub unsafe extern "C" fn lg_srtcm_color_aware_excl(
     bytes: u64,
     pre: LgColor,
 ) -> LgColor {
-    guard_color(move || {
-        let meter = &mut raw::handle_mut(meter)?.0;
-        let pre: Color = from_c(pre)?;
-        Ok(meter.color_aware_mut(bytes, pre))
-    })
+    color_aware_mut(meter, pre, |m, pre| m.0.color_aware_mut(bytes, pre))
 }
 
 /// [`lg_srtcm_color_aware_at`](crate::lg_srtcm_color_aware_at) for a meter that the caller
@@ -130,11 +125,7 @@ pub unsafe extern "C" fn lg_srtcm_color_aware_at_excl(
     pre: LgColor,
     now_ns: u64,
 ) -> LgColor {
-    guard_color(move || {
-        let meter = &mut raw::handle_mut(meter)?.0;
-        let pre: Color = from_c(pre)?;
-        Ok(meter.color_aware_at_mut(bytes, pre, now_ns))
-    })
+    color_aware_mut(meter, pre, |m, pre| m.0.color_aware_at_mut(bytes, pre, now_ns))
 }
 
 /// [`lg_trtcm_color_blind`](crate::lg_trtcm_color_blind) for a meter that the caller holds
@@ -224,11 +215,7 @@ pub unsafe extern "C" fn lg_trtcm_color_aware_excl(
     bytes: u64,
     pre: LgColor,
 ) -> LgColor {
-    guard_color(move || {
-        let meter = &mut raw::handle_mut(meter)?.0;
-        let pre: Color = from_c(pre)?;
-        Ok(meter.color_aware_mut(bytes, pre))
-    })
+    color_aware_mut(meter, pre, |m, pre| m.0.color_aware_mut(bytes, pre))
 }
 
 /// [`lg_trtcm_color_aware_at`](crate::lg_trtcm_color_aware_at) for a meter that the caller
@@ -257,11 +244,7 @@ pub unsafe extern "C" fn lg_trtcm_color_aware_at_excl(
     pre: LgColor,
     now_ns: u64,
 ) -> LgColor {
-    guard_color(move || {
-        let meter = &mut raw::handle_mut(meter)?.0;
-        let pre: Color = from_c(pre)?;
-        Ok(meter.color_aware_at_mut(bytes, pre, now_ns))
-    })
+    color_aware_mut(meter, pre, |m, pre| m.0.color_aware_at_mut(bytes, pre, now_ns))
 }
 
 #[cfg(test)]

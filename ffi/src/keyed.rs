@@ -64,10 +64,7 @@ pub unsafe extern "C" fn lg_keyed_new(
     out: *mut *mut LgKeyed,
 ) -> LgStatus {
     guard(|| {
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        raw::write(out, raw::into_handle(LgKeyed(new_table(quota, capacity)?)))?;
+        raw::write_handle(out, || Ok(LgKeyed(new_table(quota, capacity)?)))?;
         Ok(LG_OK)
     })
 }

@@ -5,7 +5,7 @@ use crate::keyed::new_table;
 use crate::quota::LgQuota;
 use crate::raw;
 use crate::report::{decision, LgReport};
-use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
+use crate::status::{guard, guard_unit, LgStatus, LG_OK};
 use leakgate::{Admitted, Denied, KeyedLimiter};
 
 /// One bucket per key, keys being byte strings (an IP address, an API key, a 5-tuple: any
@@ -40,10 +40,7 @@ pub unsafe extern "C" fn lg_keyed_bytes_new(
     out: *mut *mut LgKeyedBytes,
 ) -> LgStatus {
     guard(|| {
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        raw::write(out, raw::into_handle(LgKeyedBytes(new_table(quota, capacity)?)))?;
+        raw::write_handle(out, || Ok(LgKeyedBytes(new_table(quota, capacity)?)))?;
         Ok(LG_OK)
     })
 }

@@ -1,12 +1,12 @@
 //! [`LgKeyedTrTcm`]: one RFC 2698 trTCM per `uint64_t` flow (leakgate's `KeyedTrTcm<u64>`).
 
 use crate::clock::ProcessClock;
-use crate::color::{from_c, guard_color, LgColor};
+use crate::color::{color_aware, guard_color, LgColor};
 use crate::keyed::capacity;
 use crate::quota::{self, LgQuota};
 use crate::raw;
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
-use leakgate::{Clock, KeyedTrTcm};
+use leakgate::KeyedTrTcm;
 
 /// One trTCM per flow, flows named by `uint64_t` keys, in bounded lock-free tables that forget
 /// idle flows by themselves (C: `lg_keyed_trtcm`, opaque). Each flow is metered exactly as its
@@ -49,12 +49,11 @@ pub unsafe extern "C" fn lg_keyed_trtcm_new(
     guard(|| {
         let (peak, committed) = (quota::read(peak)?, quota::read(committed)?);
         let capacity = self::capacity(capacity)?;
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        let meter = KeyedTrTcm::with_capacity_and_clock(peak, committed, capacity, ProcessClock)
-            .map_err(|_| Error::Quota)?;
-        raw::write(out, raw::into_handle(LgKeyedTrTcm(meter)))?;
+        raw::write_handle(out, || {
+            KeyedTrTcm::with_capacity_and_clock(peak, committed, capacity, ProcessClock)
+                .map(LgKeyedTrTcm)
+                .map_err(|_| Error::Quota)
+        })?;
         Ok(LG_OK)
     })
 }
@@ -113,7 +112,7 @@ pub unsafe extern "C" fn lg_keyed_trtcm_color_aware(
     bytes: u64,
     pre: LgColor,
 ) -> LgColor {
-    aware(meter, key, bytes, pre, None)
+    color_aware(meter, pre, None, |m, pre, now| m.0.color_aware_at(&key, bytes, pre, now))
 }
 
 /// [`lg_keyed_trtcm_color_aware`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns).
@@ -128,23 +127,7 @@ pub unsafe extern "C" fn lg_keyed_trtcm_color_aware_at(
     pre: LgColor,
     now_ns: u64,
 ) -> LgColor {
-    aware(meter, key, bytes, pre, Some(now_ns))
-}
-
-#[inline(always)]
-fn aware(
-    meter: *const LgKeyedTrTcm,
-    key: u64,
-    bytes: u64,
-    pre: LgColor,
-    now_ns: Option<u64>,
-) -> LgColor {
-    guard_color(move || {
-        let meter = &raw::handle(meter)?.0;
-        let pre = from_c(pre)?;
-        let now_ns = now_ns.unwrap_or_else(|| meter.clock().now_ns());
-        Ok(meter.color_aware_at(&key, bytes, pre, now_ns))
-    })
+    color_aware(meter, pre, Some(now_ns), |m, pre, now| m.0.color_aware_at(&key, bytes, pre, now))
 }
 
 #[cfg(test)]

@@ -39,10 +39,7 @@ pub unsafe extern "C" fn lg_limiter_new(
 ) -> LgStatus {
     guard(|| {
         let quota = quota::read(quota)?;
-        if out.is_null() {
-            return Err(crate::status::Error::Null);
-        }
-        raw::write(out, raw::into_handle(LgLimiter(Limiter::with_clock(quota, ProcessClock))))?;
+        raw::write_handle(out, || Ok(LgLimiter(Limiter::with_clock(quota, ProcessClock))))?;
         Ok(LG_OK)
     })
 }

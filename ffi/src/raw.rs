@@ -68,6 +68,19 @@ pub(crate) fn into_handle<T>(value: T) -> *mut T {
     Box::into_raw(Box::new(value))
 }
 
+/// Makes a handle for the out-parameter `out`: [`Error::Null`] for a NULL `out` before `make`
+/// runs (a call that cannot return its handle builds nothing), else `make()`'s value as a new
+/// handle (see [`into_handle`]) written to `*out`.
+pub(crate) fn write_handle<T>(
+    out: *mut *mut T,
+    make: impl FnOnce() -> Result<T, Error>,
+) -> Result<(), Error> {
+    if out.is_null() {
+        return Err(Error::Null);
+    }
+    write(out, into_handle(make()?))
+}
+
 /// Drops the handle `p` (made by [`into_handle`]); nothing for NULL or a misaligned pointer.
 pub(crate) fn free<T>(p: *mut T) {
     if p.is_null() || !p.is_aligned() {
@@ -95,6 +108,13 @@ pub(crate) fn write<T: Copy>(p: *mut T, value: T) -> Result<(), Error> {
     }
     write_optional(p, || value);
     Ok(())
+}
+
+/// Writes the two halves of `pair` where `first` and `second` point, each only where its
+/// pointer is not NULL (a meter's two token counts, say).
+pub(crate) fn write_pair_optional<T: Copy>(first: *mut T, second: *mut T, (a, b): (T, T)) {
+    write_optional(first, || a);
+    write_optional(second, || b);
 }
 
 /// Writes `value()` where `p` points, or nothing (and `value` is not called) when `p` is NULL:

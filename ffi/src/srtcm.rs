@@ -1,11 +1,11 @@
 //! [`LgSrTcm`]: RFC 2697's single-rate three-colour marker (leakgate's `SrTcm`).
 
 use crate::clock::ProcessClock;
-use crate::color::{from_c, guard_color, LgColor};
+use crate::color::{color_aware, guard_color, LgColor};
 use crate::quota::LgQuota;
 use crate::raw;
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
-use leakgate::{Clock, Color, Quota, SrTcm};
+use leakgate::{Quota, SrTcm};
 
 /// An RFC 2697 srTCM: a committed rate (CIR) and burst (CBS) and an excess burst (EBS),
 /// lock-free, shared by any number of threads (C: `lg_srtcm`, opaque). Made by
@@ -62,11 +62,9 @@ pub unsafe extern "C" fn lg_srtcm_new(
 ) -> LgStatus {
     guard(|| {
         let (cir, cbs) = read_committed(committed)?;
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        let meter = SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map_err(|_| Error::Quota)?;
-        raw::write(out, raw::into_handle(LgSrTcm(meter)))?;
+        raw::write_handle(out, || {
+            SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map(LgSrTcm).map_err(|_| Error::Quota)
+        })?;
         Ok(LG_OK)
     })
 }
@@ -131,7 +129,7 @@ pub unsafe extern "C" fn lg_srtcm_color_aware(
     bytes: u64,
     pre: LgColor,
 ) -> LgColor {
-    aware(meter, bytes, pre, None)
+    color_aware(meter, pre, None, |m, pre, now| m.0.color_aware_at(bytes, pre, now))
 }
 
 /// [`lg_srtcm_color_aware`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns).
@@ -145,17 +143,7 @@ pub unsafe extern "C" fn lg_srtcm_color_aware_at(
     pre: LgColor,
     now_ns: u64,
 ) -> LgColor {
-    aware(meter, bytes, pre, Some(now_ns))
-}
-
-#[inline(always)]
-fn aware(meter: *const LgSrTcm, bytes: u64, pre: LgColor, now_ns: Option<u64>) -> LgColor {
-    guard_color(move || {
-        let meter = &raw::handle(meter)?.0;
-        let pre: Color = from_c(pre)?;
-        let now_ns = now_ns.unwrap_or_else(|| meter.clock().now_ns());
-        Ok(meter.color_aware_at(bytes, pre, now_ns))
-    })
+    color_aware(meter, pre, Some(now_ns), |m, pre, now| m.0.color_aware_at(bytes, pre, now))
 }
 
 /// The RFC's token counts at `now_ns`: what the committed bucket (`*tc`) and the excess bucket
@@ -171,9 +159,7 @@ pub unsafe extern "C" fn lg_srtcm_tokens_at(
     te: *mut u64,
 ) -> LgStatus {
     guard(|| {
-        let (c, e) = raw::handle(meter)?.0.tokens_at(now_ns);
-        raw::write_optional(tc, || c);
-        raw::write_optional(te, || e);
+        raw::write_pair_optional(tc, te, raw::handle(meter)?.0.tokens_at(now_ns));
         Ok(LG_OK)
     })
 }

@@ -1,11 +1,11 @@
 //! [`LgTrTcm`]: RFC 2698's two-rate three-colour marker (leakgate's `TrTcm`).
 
 use crate::clock::ProcessClock;
-use crate::color::{from_c, guard_color, LgColor};
+use crate::color::{color_aware, guard_color, LgColor};
 use crate::quota::{self, LgQuota};
 use crate::raw;
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
-use leakgate::{Clock, Color, TrTcm};
+use leakgate::TrTcm;
 
 /// An RFC 2698 trTCM: a peak rate (PIR) and burst (PBS) and a committed rate (CIR) and burst
 /// (CBS), lock-free, shared by any number of threads (C: `lg_trtcm`, opaque). Made by
@@ -45,11 +45,9 @@ pub unsafe extern "C" fn lg_trtcm_new(
 ) -> LgStatus {
     guard(|| {
         let (peak, committed) = (quota::read(peak)?, quota::read(committed)?);
-        if out.is_null() {
-            return Err(Error::Null);
-        }
-        let meter = TrTcm::with_clock(peak, committed, ProcessClock).map_err(|_| Error::Quota)?;
-        raw::write(out, raw::into_handle(LgTrTcm(meter)))?;
+        raw::write_handle(out, || {
+            TrTcm::with_clock(peak, committed, ProcessClock).map(LgTrTcm).map_err(|_| Error::Quota)
+        })?;
         Ok(LG_OK)
     })
 }
@@ -103,7 +101,7 @@ pub unsafe extern "C" fn lg_trtcm_color_aware(
     bytes: u64,
     pre: LgColor,
 ) -> LgColor {
-    aware(meter, bytes, pre, None)
+    color_aware(meter, pre, None, |m, pre, now| m.0.color_aware_at(bytes, pre, now))
 }
 
 /// [`lg_trtcm_color_aware`] at `now_ns`, a reading of [`lg_now_ns`](crate::lg_now_ns).
@@ -117,17 +115,7 @@ pub unsafe extern "C" fn lg_trtcm_color_aware_at(
     pre: LgColor,
     now_ns: u64,
 ) -> LgColor {
-    aware(meter, bytes, pre, Some(now_ns))
-}
-
-#[inline(always)]
-fn aware(meter: *const LgTrTcm, bytes: u64, pre: LgColor, now_ns: Option<u64>) -> LgColor {
-    guard_color(move || {
-        let meter = &raw::handle(meter)?.0;
-        let pre: Color = from_c(pre)?;
-        let now_ns = now_ns.unwrap_or_else(|| meter.clock().now_ns());
-        Ok(meter.color_aware_at(bytes, pre, now_ns))
-    })
+    color_aware(meter, pre, Some(now_ns), |m, pre, now| m.0.color_aware_at(bytes, pre, now))
 }
 
 /// The RFC's token counts at `now_ns`: what the peak bucket (`*tp`) and the committed bucket
@@ -143,9 +131,7 @@ pub unsafe extern "C" fn lg_trtcm_tokens_at(
     tc: *mut u64,
 ) -> LgStatus {
     guard(|| {
-        let (p, c) = raw::handle(meter)?.0.tokens_at(now_ns);
-        raw::write_optional(tp, || p);
-        raw::write_optional(tc, || c);
+        raw::write_pair_optional(tp, tc, raw::handle(meter)?.0.tokens_at(now_ns));
         Ok(LG_OK)
     })
 }

@@ -3,6 +3,8 @@
 //! `Mutex<usize>` counter, in one group; and per key at 1M keys, `KeyedConcurrencyLimiter`
 //! beside `KeyedLimiter::check` on the same keys.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use leakgate::{ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedLimiter, Quota};
 use std::hint::black_box;
@@ -111,10 +113,7 @@ fn keyed(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20);
+    config = support::config(Duration::from_millis(500), Duration::from_secs(2), 20);
     targets = acquire_release, keyed
 }
 criterion_main!(benches);

@@ -2,6 +2,8 @@
 //! (every decision writes) and denied (every decision only reads), leakgate beside governor and a
 //! mutex token bucket in one group.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use leakgate::TscClock;
 use leakgate_baselines::{hammer, Gate, Scenario};
@@ -37,10 +39,7 @@ fn bench(
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(30);
+    config = support::config(Duration::from_secs(1), Duration::from_secs(3), 30);
     targets = contended
 }
 criterion_main!(benches);

@@ -16,6 +16,8 @@
 //! leakgate's `check_batch` beside governor's `check_key` one by one (and leakgate's own single
 //! checks), per decision, for the same scattered keys.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use leakgate::{Clock, TscClock};
 use leakgate_baselines::{hammer, scattered_key, KeyedCheck, KeyedContenders, Workload};
@@ -148,10 +150,7 @@ fn floor(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(30);
+    config = support::config(Duration::from_secs(1), Duration::from_secs(3), 30);
     targets = keyed, batch, floor
 }
 criterion_main!(benches);

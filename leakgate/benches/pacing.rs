@@ -12,6 +12,8 @@
 //! criterion times one release of each, which should be the 100 µs interval. The tail depends on
 //! what else the machine runs: compare contenders within one run.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use governor::clock::{Clock as _, Reference as _};
 use leakgate::{Clock, Limiter, Quota, TscClock, WaitPolicy};
@@ -123,10 +125,7 @@ fn pacing(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20);
+    config = support::config(Duration::from_secs(1), Duration::from_secs(2), 20);
     targets = pacing
 }
 criterion_main!(benches);

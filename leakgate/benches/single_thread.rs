@@ -1,6 +1,8 @@
 //! One thread, one limiter: the cost of a decision, allowed and denied, for leakgate (TSC and
 //! coarse clocks), governor and a mutex token bucket, in one group so the ratios come from one run.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use leakgate::{CoarseClock, TscClock};
 use leakgate_baselines::{Gate, Scenario};
@@ -32,9 +34,7 @@ fn bench_gate(
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    config = support::config(Duration::from_secs(1), Duration::from_secs(3), 100);
     targets = single_thread
 }
 criterion_main!(benches);

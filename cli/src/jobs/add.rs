@@ -67,12 +67,7 @@ fn parse_priority(text: &str) -> Result<u32, String> {
 
 /// The whole of stdin as one payload (at most [`MAX_PAYLOAD`] bytes).
 fn read_one(lane: &str, key: Option<String>, after: Duration) -> Result<NewJob, String> {
-    let mut payload = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(MAX_PAYLOAD as u64 + 1)
-        .read_to_end(&mut payload)
-        .map_err(|e| format!("cannot read the payload from stdin: {e}"))?;
+    let payload = read_stdin()?;
     if payload.len() > MAX_PAYLOAD {
         return Err(format!("the payload on stdin is larger than the limit of {MAX_PAYLOAD} bytes (nothing was added)"));
     }
@@ -82,6 +77,18 @@ fn read_one(lane: &str, key: Option<String>, after: Duration) -> Result<NewJob, 
     }
     job.check().map_err(|e| e.to_string())?;
     Ok(job)
+}
+
+/// Stdin up to one byte past [`MAX_PAYLOAD`] (so that a caller can tell a payload over the
+/// limit from one at it), for `add` and `every` alike.
+pub(super) fn read_stdin() -> Result<Vec<u8>, String> {
+    let mut payload = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_PAYLOAD as u64 + 1)
+        .read_to_end(&mut payload)
+        .map_err(|e| format!("cannot read the payload from stdin: {e}"))?;
+    Ok(payload)
 }
 
 /// One job per line: the bytes before each `\n` (and a `\r` before it).

@@ -3,10 +3,9 @@
 
 use super::{block_on, lane, open, DbArg};
 use crate::duration::parse_duration;
-use leakgate_jobs::{Every, Missed, Schedule, MAX_PAYLOAD};
+use leakgate_jobs::{Every, Missed, Schedule};
 use serde_json::json;
 use std::ffi::OsString;
-use std::io::Read;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -74,12 +73,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             _ => return Err("give one of --cron EXPR and --interval DURATION".into()),
         };
         let missed = if args.missed == "once" { Missed::Once } else { Missed::Skip };
-        let mut payload = Vec::new();
-        std::io::stdin()
-            .lock()
-            .take(MAX_PAYLOAD as u64 + 1)
-            .read_to_end(&mut payload)
-            .map_err(|e| format!("cannot read the payload from stdin: {e}"))?;
+        let payload = super::add::read_stdin()?;
         let schedule = Schedule::new(name, every, lane(lane_arg)?, payload).missed(missed);
         // Refused before the database is opened: a bad schedule writes nothing, not even a file.
         schedule.check().map_err(|e| e.to_string())?;
