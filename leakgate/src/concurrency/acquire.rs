@@ -1,7 +1,7 @@
 //! The async acquire: a future that waits its turn in the queue and, dropped, leaves it whole.
 
 use super::limiter::ConcurrencyLimiter;
-use super::permit::Permit;
+use super::limiter::Permit;
 use super::queue::{Enqueued, Node};
 use super::state::MAX_PERMITS;
 use crate::sync::Arc;

@@ -2,7 +2,7 @@
 //!
 //! * `state.rs`: the one word (`in_flight`, `max`, `QUEUED`) and its lock-free steps;
 //! * `queue.rs`: the first-come, first-served wait queue that releases hand their room to;
-//! * `limiter.rs`: [`ConcurrencyLimiter`]; `permit.rs`: [`Permit`] and [`OwnedPermit`];
+//! * `limiter.rs`: [`ConcurrencyLimiter`] and the [`Permit`]s and [`OwnedPermit`]s it gives;
 //! * `acquire.rs`: the cancellation-safe async acquire;
 //! * `keyed.rs`: [`KeyedConcurrencyLimiter`], a bounded count per key;
 //! * `error.rs`: [`ConcurrencyError`].
@@ -13,12 +13,10 @@ mod acquire;
 mod error;
 mod keyed;
 mod limiter;
-mod permit;
 mod queue;
 mod state;
 
 pub use error::ConcurrencyError;
 pub use keyed::{KeyedConcurrencyLimiter, KeyedPermit, OwnedKeyedPermit, DEFAULT_KEYED_CAPACITY};
-pub use limiter::ConcurrencyLimiter;
-pub use permit::{OwnedPermit, Permit};
+pub use limiter::{ConcurrencyLimiter, OwnedPermit, Permit};
 pub use state::MAX_PERMITS;
