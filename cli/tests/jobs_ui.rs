@@ -117,6 +117,7 @@ fn the_api_needs_the_token_and_acts_on_the_database() {
     for (method, path) in [
         ("GET", "/api/status"),
         ("GET", "/api/dead"),
+        ("GET", "/api/runs?lane=mail"),
         ("POST", "/api/requeue?id=1"),
         ("POST", "/api/cancel?id=1"),
         ("POST", "/api/pause?lane=mail"),
@@ -146,6 +147,15 @@ fn the_api_needs_the_token_and_acts_on_the_database() {
     assert_eq!(doc["dead"][0]["id"].as_i64(), Some(dead));
     assert_eq!(doc["dead"][0]["payload_preview"], EVIL);
     assert_eq!(doc["dead"][0]["error"], "<script>document.title='pwned'</script>");
+
+    // A lane's latest runs for the chart: the one refund run, started moments ago.
+    let (_, doc) = json(ui.addr, "GET", "/api/runs?lane=refunds/bank-a");
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{doc}");
+    assert!(runs[0][0].as_f64().is_some_and(|ago| (0.0..60.0).contains(&ago)), "{doc}");
+    assert_eq!(doc["lateness_s"]["max"], runs[0][1]);
+    assert_eq!(json(ui.addr, "GET", "/api/runs").0, 400);
+    assert_eq!(json(ui.addr, "GET", "/api/runs?lane=none").1["runs"], serde_json::json!([]));
 
     // The actions, read back from the database.
     assert_eq!(json(ui.addr, "POST", "/api/pause?lane=refunds/bank-a").0, 200);
@@ -257,6 +267,20 @@ fn the_page_lists_the_lanes_and_pauses_one() {
     assert_eq!(browser.eval(&cell("refunds/bank-a", "quota")), "\"refunds\" = 1/s");
     assert_eq!(browser.eval(&cell("mail", "quota")), "not paced");
     assert_eq!(browser.eval(&cell("refunds/bank-a", "state")), "running");
+
+    // The chart: the chosen lane's starts in its last 60 seconds (one run each), the quota
+    // drawn for the paced lane only.
+    let starts = "[...document.querySelectorAll('#chart rect')].reduce((n, r) => n + Number(r.dataset.starts), 0)";
+    assert_eq!(browser.eval("document.getElementById('chart-lane').value"), "mail");
+    assert_eq!(browser.eval(starts), 1);
+    assert_eq!(browser.eval("document.getElementById('quota-line') === null"), true);
+    browser.eval(
+        "const s = document.getElementById('chart-lane'); s.value = 'refunds/bank-a'; \
+         s.dispatchEvent(new Event('change')); true",
+    );
+    browser.wait_for("document.getElementById('quota-line') !== null");
+    assert_eq!(browser.eval(starts), 1);
+    assert!(browser.eval("document.getElementById('lateness').textContent").as_str().unwrap().starts_with("1 latest runs"));
 
     // The dead job's payload and error are text: no element was made of them, nothing ran.
     let row = format!("document.querySelector('#dead tr[data-id=\"{dead}\"]')");

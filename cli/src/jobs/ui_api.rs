@@ -2,7 +2,7 @@
 //! the token), and the JSON API behind `Authorization: Bearer TOKEN`. A browser cannot send that
 //! header cross-site without a CORS preflight this server never answers, so the POST actions need
 //! no CSRF token. Bodies are never read; lists are bounded ([`MAX_LANES`], [`MAX_DEAD`],
-//! [`PREVIEW`]); the page escapes every value itself (it sets `textContent` only), and every
+//! [`MAX_RUNS`], [`PREVIEW`]); the page escapes every value itself (it sets `textContent` only), and every
 //! answer carries `nosniff` and a CSP that allows no other origin.
 
 use axum::extract::{Query, Request, State};
@@ -21,6 +21,8 @@ use std::time::SystemTime;
 const MAX_LANES: usize = 500;
 /// Dead jobs listed by `/api/dead` at most.
 const MAX_DEAD: usize = 100;
+/// Runs listed by `/api/runs` at most (the chart's last minute at up to this many starts).
+const MAX_RUNS: usize = 2000;
 /// Bytes of a dead job's payload shown.
 const PREVIEW: usize = 200;
 /// The largest request body accepted (none is read).
@@ -40,6 +42,7 @@ pub(super) fn router(jobs: Jobs, token: String) -> Router {
     let api = Router::new()
         .route("/api/status", get(status))
         .route("/api/dead", get(dead))
+        .route("/api/runs", get(runs))
         .route("/api/requeue", post(requeue))
         .route("/api/cancel", post(cancel))
         .route("/api/pause", post(pause))
@@ -172,6 +175,43 @@ async fn dead(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) ->
         }
         Err(e) => failed(&e),
     }
+}
+
+/// A lane's latest runs for the chart: when each started (seconds before now, on this server's
+/// clock) and how late it was after its slot; with the lateness p50, p99 and max over them.
+async fn runs(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let lane = match lane(&q) {
+        Ok(lane) => lane,
+        Err(r) => return r,
+    };
+    let runs = match ui.jobs.recent_runs(lane, MAX_RUNS).await {
+        Ok(runs) => runs,
+        Err(e) => return failed(&e),
+    };
+    let now_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let list: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            json!([now_ns.saturating_sub(r.started_ns) as f64 / 1e9, r.lateness().as_secs_f64()])
+        })
+        .collect();
+    let mut late: Vec<f64> = runs.iter().map(|r| r.lateness().as_secs_f64()).collect();
+    late.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let i = ((late.len() as f64 * q).ceil() as usize).clamp(1, late.len().max(1)) - 1;
+        late.get(i).copied()
+    };
+    body(
+        StatusCode::OK,
+        &json!({
+            "lane": lane,
+            "runs": list,
+            "lateness_s": {"p50": at(0.5), "p99": at(0.99), "max": late.last()},
+            "limit": MAX_RUNS,
+        }),
+    )
 }
 
 /// The `id` of an action, or a 400.
