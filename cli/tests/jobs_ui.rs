@@ -1,6 +1,6 @@
 //! `leakgate jobs ui` as a user runs it, on a real SQLite file: the API over real HTTP (401
 //! without the token, the counts, the actions read back from the database, bad requests refused),
-//! a hostile client, refusals at start, and the page in headless Chromium (the lanes and counts
+//! the same on PostgreSQL, a hostile client, refusals at start, and the page in headless Chromium (the lanes and counts
 //! in the DOM, a payload that is HTML shown as text, the pause button's effect in the database).
 
 mod common;
@@ -181,6 +181,24 @@ fn the_api_needs_the_token_and_acts_on_the_database() {
     }
     assert_eq!(json(ui.addr, "GET", "/api/dead?limit=x").0, 400);
     assert_eq!(lane(&db, "refunds/bank-a").cancelled, 1);
+}
+
+/// The same API on PostgreSQL (the store layer is shared; this checks the wiring).
+#[test]
+fn the_api_works_on_postgres() {
+    let pg = leakgate_test_support::postgres::Postgres::start();
+    let db = pg.database();
+    let dir = tempfile::tempdir().unwrap();
+    let (dead, _) = fill(&db);
+    let ui = start(dir.path(), &db);
+    assert_eq!(http(ui.addr, "GET", "/api/status", None).0, 401);
+    let (_, doc) = json(ui.addr, "GET", "/api/status");
+    assert_eq!(doc["backend"], "PostgreSQL");
+    assert_eq!(doc["lanes"]["mail"]["dead"].as_u64(), Some(1));
+    assert_eq!(json(ui.addr, "GET", "/api/dead").1["dead"][0]["id"].as_i64(), Some(dead));
+    assert_eq!(json(ui.addr, "GET", "/api/runs?lane=mail").1["runs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(json(ui.addr, "POST", "/api/pause?lane=mail").0, 200);
+    assert!(lane(&db, "mail").paused);
 }
 
 #[test]
