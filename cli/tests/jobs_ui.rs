@@ -112,7 +112,10 @@ fn the_api_needs_the_token_and_acts_on_the_database() {
     // The page holds no data and is served to anyone; every API call needs the token.
     let (status, head, page) = http(ui.addr, "GET", "/", None);
     assert_eq!(status, 200);
-    assert!(head.contains("x-content-type-options: nosniff") && head.contains("content-security-policy"));
+    assert!(
+        head.contains("x-content-type-options: nosniff")
+            && head.contains("content-security-policy")
+    );
     assert!(page.contains("<title>leakgate jobs</title>"));
     for (method, path) in [
         ("GET", "/api/status"),
@@ -196,7 +199,10 @@ fn the_api_works_on_postgres() {
     assert_eq!(doc["backend"], "PostgreSQL");
     assert_eq!(doc["lanes"]["mail"]["dead"].as_u64(), Some(1));
     assert_eq!(json(ui.addr, "GET", "/api/dead").1["dead"][0]["id"].as_i64(), Some(dead));
-    assert_eq!(json(ui.addr, "GET", "/api/runs?lane=mail").1["runs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        json(ui.addr, "GET", "/api/runs?lane=mail").1["runs"].as_array().map(Vec::len),
+        Some(1)
+    );
     assert_eq!(json(ui.addr, "POST", "/api/pause?lane=mail").0, 200);
     assert!(lane(&db, "mail").paused);
 }
@@ -298,12 +304,19 @@ fn the_page_lists_the_lanes_and_pauses_one() {
     );
     browser.wait_for("document.getElementById('quota-line') !== null");
     assert_eq!(browser.eval(starts), 1);
-    assert!(browser.eval("document.getElementById('lateness').textContent").as_str().unwrap().starts_with("1 latest runs"));
+    assert!(browser
+        .eval("document.getElementById('lateness').textContent")
+        .as_str()
+        .unwrap()
+        .starts_with("1 latest runs"));
 
     // The dead job's payload and error are text: no element was made of them, nothing ran.
     let row = format!("document.querySelector('#dead tr[data-id=\"{dead}\"]')");
     assert_eq!(browser.eval(&format!("{row}.querySelector('td.payload').textContent")), EVIL);
-    assert_eq!(browser.eval("document.querySelectorAll('#dead img, #dead b, #dead script').length"), 0);
+    assert_eq!(
+        browser.eval("document.querySelectorAll('#dead img, #dead b, #dead script').length"),
+        0
+    );
     assert_eq!(browser.eval("document.title"), "leakgate jobs");
 
     // Pause the lane with its button; the database says so, and so does the page.

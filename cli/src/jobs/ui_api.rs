@@ -92,7 +92,8 @@ async fn authorized(State(ui): State<Ui>, request: Request, next: Next) -> Respo
     if same(given.as_bytes(), ui.token.as_bytes()) {
         next.run(request).await
     } else {
-        let mut response = error(StatusCode::UNAUTHORIZED, "a valid Authorization: Bearer token is needed");
+        let mut response =
+            error(StatusCode::UNAUTHORIZED, "a valid Authorization: Bearer token is needed");
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         response
     }
@@ -182,7 +183,7 @@ async fn dead(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) ->
 async fn runs(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) -> Response {
     let lane = match lane(&q) {
         Ok(lane) => lane,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     let runs = match ui.jobs.recent_runs(lane, MAX_RUNS).await {
         Ok(runs) => runs,
@@ -214,19 +215,26 @@ async fn runs(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) ->
     )
 }
 
+/// A request missing what it needs: answered 400 with the reason.
+struct Response400(&'static str);
+
+impl IntoResponse for Response400 {
+    fn into_response(self) -> Response {
+        error(StatusCode::BAD_REQUEST, self.0)
+    }
+}
+
 /// The `id` of an action, or a 400.
-fn id(q: &HashMap<String, String>) -> Result<i64, Response> {
-    q.get("id")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "give ?id=N, a job's id"))
+fn id(q: &HashMap<String, String>) -> Result<i64, Response400> {
+    q.get("id").and_then(|n| n.parse().ok()).ok_or(Response400("give ?id=N, a job's id"))
 }
 
 /// The `lane` of an action, or a 400.
-fn lane(q: &HashMap<String, String>) -> Result<&str, Response> {
+fn lane(q: &HashMap<String, String>) -> Result<&str, Response400> {
     q.get("lane")
         .map(String::as_str)
         .filter(|l| !l.is_empty())
-        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "give ?lane=LANE"))
+        .ok_or(Response400("give ?lane=LANE"))
 }
 
 fn counted(done: Result<u64, Error>) -> Response {
@@ -246,27 +254,27 @@ fn done(done: Result<(), Error>) -> Response {
 async fn requeue(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) -> Response {
     match id(&q) {
         Ok(id) => counted(ui.jobs.requeue(Requeue::Ids(vec![id])).await),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
 async fn cancel(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) -> Response {
     match id(&q) {
         Ok(id) => counted(ui.jobs.cancel(&[id]).await),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
 async fn pause(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) -> Response {
     match lane(&q) {
         Ok(lane) => done(ui.jobs.pause(lane).await),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
 async fn resume(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) -> Response {
     match lane(&q) {
         Ok(lane) => done(ui.jobs.resume(lane).await),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }

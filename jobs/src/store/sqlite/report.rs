@@ -104,7 +104,11 @@ pub(crate) fn runs(conn: &mut Connection, lane: &str) -> Result<Vec<Run>, Error>
 }
 
 /// The latest `limit` runs of `lane`, by start (the index on `(lane, started_at)` finds them).
-pub(crate) fn recent_runs(conn: &mut Connection, lane: &str, limit: i64) -> Result<Vec<Run>, Error> {
+pub(crate) fn recent_runs(
+    conn: &mut Connection,
+    lane: &str,
+    limit: i64,
+) -> Result<Vec<Run>, Error> {
     let mut stmt = conn.prepare(
         "SELECT job, attempt, started_at, slot FROM runs WHERE lane = ?1 \
          ORDER BY started_at DESC, job DESC, attempt DESC LIMIT ?2",
