@@ -26,14 +26,16 @@ const TOKEN_ENV: &str = "LEAKGATE_JOBS_UI_TOKEN";
 
 const LONG_HELP: &str = "\
 GET / is the page: it asks for the token (kept in the tab only) and shows every lane with its
-quota, its starts per second against the quota (a minute's average, charted live), its waiting,
+quota, its starts per second over the last minute against the quota, its waiting,
 running, dead and cancelled jobs, whether it is paused, how long its oldest job has waited and
-when its next slot is; and the oldest dead jobs with their last error and the start of their
+when its next slot is; a chosen lane's starts in each of the last 60 seconds and the lateness of
+its latest runs; and the oldest dead jobs with their last error and the start of their
 payload. Its buttons requeue a dead job, cancel a job and pause or resume a lane.
 
 The API (every call needs `Authorization: Bearer TOKEN`, else 401):
   GET  /api/status                 the lanes, as `leakgate jobs status --json` (at most 500)
   GET  /api/dead?lane=L&limit=N    dead jobs, oldest first (N at most 100, default 50)
+  GET  /api/runs?lane=L            its latest 2000 runs: [seconds ago, seconds late], and lateness_s
   POST /api/requeue?id=N           put a dead job back           -> {\"count\": n}
   POST /api/cancel?id=N            cancel a job                  -> {\"count\": n}
   POST /api/pause?lane=L           pause a lane;  /api/resume?lane=L resumes it
