@@ -87,7 +87,7 @@ async fn authorized(State(ui): State<Ui>, request: Request, next: Next) -> Respo
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer)
         .unwrap_or("");
     if same(given.as_bytes(), ui.token.as_bytes()) {
         next.run(request).await
@@ -97,6 +97,12 @@ async fn authorized(State(ui): State<Ui>, request: Request, next: Next) -> Respo
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         response
     }
+}
+
+/// The credentials of `Authorization: Bearer TOKEN` (the scheme's case does not matter).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Equality whose time does not depend on where the bytes differ (only on the lengths).
@@ -276,5 +282,26 @@ async fn resume(State(ui): State<Ui>, Query(q): Query<HashMap<String, String>>) 
     match lane(&q) {
         Ok(lane) => done(ui.jobs.resume(lane).await),
         Err(r) => r.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bearer, same};
+
+    #[test]
+    fn the_token_is_compared_whole() {
+        assert!(same(b"abcdef", b"abcdef"));
+        for other in [&b"abcdeg"[..], b"abcde", b"abcdefg", b"", b"Abcdef"] {
+            assert!(!same(b"abcdef", other), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn the_scheme_is_bearer_in_any_case() {
+        assert_eq!(bearer("Bearer t0ken"), Some("t0ken"));
+        assert_eq!(bearer("bearer t0ken"), Some("t0ken"));
+        assert_eq!(bearer("Basic dXNlcjpwYXNz"), None);
+        assert_eq!(bearer("Bearer"), None);
     }
 }
