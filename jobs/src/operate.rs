@@ -137,6 +137,29 @@ impl Jobs {
         self.store().runs(lane.to_string()).await
     }
 
+    /// The latest `limit` runs of a lane, by start (what a dashboard charts without reading a
+    /// lane's whole history).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
+    /// jobs.add("mail", "one").await?;
+    /// jobs.add("mail", "two").await?;
+    /// let taken = jobs.take(2).await?;
+    /// let last = jobs.recent_runs("mail", 1).await?;
+    /// assert_eq!(last.len(), 1);
+    /// assert_eq!(last[0], *jobs.runs("mail").await?.last().unwrap());
+    /// # let _ = taken;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn recent_runs(&self, lane: &str, limit: usize) -> Result<Vec<Run>, Error> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.store().recent_runs(lane.to_string(), limit).await
+    }
+
     /// Which backend this handle uses: `"SQLite"` or `"PostgreSQL"`.
     ///
     /// ```

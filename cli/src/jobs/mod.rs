@@ -1,7 +1,7 @@
 //! `leakgate jobs`: durable paced jobs from the shell, a thin face over `leakgate-jobs`.
 //!
 //! `add` stores jobs, `work` runs a command for each as its lane's pace allows, `status`, `dead`,
-//! `requeue`, `purge`, `cancel`, `pause` and `resume` operate the queue, `demo` shows the refund case end to end. Every
+//! `requeue`, `purge`, `cancel`, `pause` and `resume` operate the queue, `ui` serves a dashboard for them, `demo` shows the refund case end to end. Every
 //! subcommand opens the database named by `--db` (a file path for SQLite, created if missing, or
 //! a `postgres://` URL), does its work in a tokio runtime of its own, and exits 0 on success,
 //! 1 with a message on stderr on failure, 2 on a usage error.
@@ -14,6 +14,8 @@ mod every;
 mod reply;
 mod status;
 mod supervise;
+mod ui;
+mod ui_api;
 mod work;
 
 use leakgate_jobs::Jobs;
@@ -69,6 +71,8 @@ enum Command {
     Pause(control::LaneArgs),
     /// Resume a paused lane
     Resume(control::LaneArgs),
+    /// The dashboard: lanes, their pace, dead jobs; requeue, cancel, pause and resume
+    Ui(ui::Args),
     /// The refund case end to end: two workers pace one lane, one is killed, nothing is lost
     Demo(demo::Args),
     /// (internal) What `work` runs each command under: stops it with its process group when
@@ -90,6 +94,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Every(args) => every::run(args),
         Command::Pause(args) => control::run_pause(args, true),
         Command::Resume(args) => control::run_pause(args, false),
+        Command::Ui(args) => ui::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Supervise(args) => supervise::run(args),
     }

@@ -53,7 +53,7 @@ fn secs(d: Option<Duration>) -> Value {
 }
 
 /// The `--json` document (the shape is fixed by the contract: `lanes` by name).
-fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
+pub(super) fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
     let mut by_lane = Map::new();
     let mut totals = [0u64; 7];
     for l in lanes {

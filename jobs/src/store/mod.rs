@@ -217,6 +217,15 @@ impl Store {
         }
     }
 
+    pub(crate) async fn recent_runs(&self, lane: String, limit: i64) -> Result<Vec<Run>, Error> {
+        match self {
+            Store::Sqlite(s) => {
+                s.run(move |c, _| sqlite::report::recent_runs(c, &lane, limit)).await
+            }
+            Store::Postgres(p) => p.recent_runs(lane, limit).await,
+        }
+    }
+
     pub(crate) async fn requeue(&self, which: Requeue, now: Option<i64>) -> Result<u64, Error> {
         match self {
             Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::requeue(c, &which, now)).await,

@@ -15,7 +15,7 @@ macro_rules! cases {
     };
 }
 
-cases!(ALL: a_job_its_own_worker_takes_back_runs_twice_and_ends_done,
+cases!(ALL: a_job_its_own_worker_takes_back_runs_twice_and_ends_done, recent_runs_are_the_latest_of_a_lane,
     a_run_past_its_timeout_is_stopped_and_fails, a_stopping_worker_waits_for_a_hung_run_only_until_its_timeout);
 cases!(POSTGRES_ONLY: a_lane_held_by_a_stalled_session_holds_up_no_other_lane);
 
@@ -74,6 +74,28 @@ async fn a_job_its_own_worker_takes_back_runs_twice_and_ends_done(db: Db) {
     let runs: Vec<(i64, u32)> =
         jobs.runs("refunds").await.unwrap().iter().map(|r| (r.job, r.attempt)).collect();
     assert_eq!(runs, [(id, 1), (id, 2)]);
+}
+
+/// `recent_runs(lane, n)` is the last `n` of `runs(lane)`, in the same order, and only that
+/// lane's (what the dashboard charts without reading a lane's whole history).
+async fn recent_runs_are_the_latest_of_a_lane(db: Db) {
+    let jobs = db.builder().open().await.unwrap();
+    for i in 0..5 {
+        jobs.add("mail", format!("m{i}")).await.unwrap();
+        jobs.add("sms", format!("s{i}")).await.unwrap();
+    }
+    for job in jobs.take(3).await.unwrap() {
+        jobs.fail(&job, "again").await.unwrap();
+    }
+    let _ = jobs.take(10).await.unwrap();
+    let all = jobs.runs("mail").await.unwrap();
+    assert!(all.len() >= 5, "{all:?}");
+    for n in [0, 1, 3, all.len(), all.len() + 10] {
+        let recent = jobs.recent_runs("mail", n).await.unwrap();
+        assert_eq!(recent, all[all.len().saturating_sub(n)..], "the last {n}");
+    }
+    assert!(jobs.recent_runs("no-such-lane", 10).await.unwrap().is_empty());
+    assert_eq!(jobs.recent_runs("mail", usize::MAX).await.unwrap(), all);
 }
 
 /// Counts drops: a handler future that holds one was stopped (or ended).

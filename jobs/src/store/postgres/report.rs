@@ -101,4 +101,29 @@ impl Postgres {
             })
             .collect())
     }
+
+    /// The latest `limit` runs of `lane`, by start (the index on `(lane, started_at)` finds them).
+    pub(crate) async fn recent_runs(&self, lane: String, limit: i64) -> Result<Vec<Run>, Error> {
+        let guard = self.client().await?;
+        let rows = guard
+            .as_ref()
+            .expect("connected")
+            .query(
+                "SELECT job, attempt, started_at, slot FROM runs WHERE lane = $1 \
+                 ORDER BY started_at DESC, job DESC, attempt DESC LIMIT $2",
+                &[&lane, &limit],
+            )
+            .await?;
+        let mut runs: Vec<Run> = rows
+            .iter()
+            .map(|r| Run {
+                job: r.get(0),
+                attempt: r.get::<_, i64>(1) as u32,
+                started_ns: r.get(2),
+                slot_ns: r.get(3),
+            })
+            .collect();
+        runs.reverse();
+        Ok(runs)
+    }
 }

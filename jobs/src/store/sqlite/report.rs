@@ -102,3 +102,27 @@ pub(crate) fn runs(conn: &mut Connection, lane: &str) -> Result<Vec<Run>, Error>
         .collect::<Result<_, _>>()?;
     Ok(rows)
 }
+
+/// The latest `limit` runs of `lane`, by start (the index on `(lane, started_at)` finds them).
+pub(crate) fn recent_runs(
+    conn: &mut Connection,
+    lane: &str,
+    limit: i64,
+) -> Result<Vec<Run>, Error> {
+    let mut stmt = conn.prepare(
+        "SELECT job, attempt, started_at, slot FROM runs WHERE lane = ?1 \
+         ORDER BY started_at DESC, job DESC, attempt DESC LIMIT ?2",
+    )?;
+    let mut rows = stmt
+        .query_map(params![lane, limit], |r| {
+            Ok(Run {
+                job: r.get(0)?,
+                attempt: r.get::<_, i64>(1)? as u32,
+                started_ns: r.get(2)?,
+                slot_ns: r.get(3)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.reverse();
+    Ok(rows)
+}
