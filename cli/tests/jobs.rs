@@ -91,7 +91,7 @@ fn sqlite_db(dir: &Path) -> String {
 }
 
 /// Three worker processes pace one lane at 20/s burst 1: 60 jobs, each once, in order, within
-/// the pace in every window, the span near the ideal.
+/// the pace in every window, the span never shorter than the ideal.
 fn three_processes_pace_one_lane(db: &str) {
     let _alone = paced_alone();
     let dir = tempfile::tempdir().unwrap();
