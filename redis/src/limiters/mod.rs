@@ -5,14 +5,18 @@
 //! * `lease_config`, `lease` and `leasing`: leases for hot keys (the settings, the local table,
 //!   and the limiter's use of them);
 //! * `reservation`: queue mode's answer;
+//! * `concurrency` and `token`: permits held as leases
+//!   ([`AsyncRedisConcurrency`](crate::AsyncRedisConcurrency));
 //! * `cell`: redis-cell's bucket ([`AsyncRedisCell`](crate::AsyncRedisCell));
 //! * `rules`: rules by key path.
 
 pub(crate) mod blocking;
 pub(crate) mod cell;
+pub(crate) mod concurrency;
 pub(crate) mod lease;
 pub(crate) mod lease_config;
 mod leasing;
 pub(crate) mod limiter;
 pub(crate) mod reservation;
 pub(crate) mod rules;
+mod token;
