@@ -51,6 +51,7 @@ mod http;
 mod limits;
 mod listen;
 mod metrics;
+mod permits;
 mod resp;
 mod rules;
 mod server;
