@@ -265,4 +265,92 @@ mod tests {
         yes(m.acquire(b"d", 5, ttl));
         assert!(budget.used() <= per * 3);
     }
+
+    /// One step of a random run.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Acquire {
+            key: u8,
+            max: u64,
+            ttl_ms: u64,
+        },
+        /// The `i`-th token given so far (modulo how many).
+        Release {
+            key: u8,
+            i: usize,
+        },
+        Advance(u64),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u8..3, 1u64..4, 1u64..50).prop_map(|(key, max, ttl_ms)| Op::Acquire {
+                key,
+                max,
+                ttl_ms
+            }),
+            (0u8..3, 0usize..64).prop_map(|(key, i)| Op::Release { key, i }),
+            (0u64..40).prop_map(Op::Advance),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Against a plain model (per key, a list of (token, expiry)): the same answers, never
+        /// more than `max` held, and every byte given back once everything has expired.
+        #[test]
+        fn matches_a_plain_model(ops in proptest::collection::vec(op(), 1..200)) {
+            let clock = ManualClock::new();
+            let budget = Arc::new(Budget::new(1 << 20));
+            let m = MemoryPermits::new(clock.clone(), budget.clone());
+            let mut model: HashMap<u8, Vec<(String, u64)>> = HashMap::new();
+            let mut given: Vec<(u8, String)> = Vec::new();
+            let mut now = 0u64;
+            for op in ops {
+                match op {
+                    Op::Acquire { key, max, ttl_ms } => {
+                        let held = model.entry(key).or_default();
+                        held.retain(|&(_, until)| until > now);
+                        let got = m.acquire(&[key], max, Duration::from_millis(ttl_ms)).unwrap();
+                        if (held.len() as u64) < max {
+                            let Acquired::Yes { token, in_flight } = got else { panic!("{got:?}") };
+                            held.push((token.clone(), now + ttl_ms * 1_000_000));
+                            proptest::prop_assert_eq!(in_flight, held.len() as u64);
+                            given.push((key, token));
+                        } else {
+                            let earliest = held.iter().map(|&(_, u)| u).min().unwrap();
+                            let want = Acquired::No {
+                                in_flight: held.len() as u64,
+                                retry_after: Duration::from_nanos(earliest - now),
+                            };
+                            proptest::prop_assert_eq!(got, want);
+                        }
+                        proptest::prop_assert_eq!(m.in_flight(&[key]), held.len());
+                    }
+                    Op::Release { key, i } => {
+                        if given.is_empty() {
+                            continue;
+                        }
+                        let (_, token) = &given[i % given.len()];
+                        let held = model.entry(key).or_default();
+                        held.retain(|&(_, until)| until > now);
+                        let had = held.iter().any(|(t, _)| t == token);
+                        held.retain(|(t, _)| t != token);
+                        proptest::prop_assert_eq!(m.release(&[key], token.as_bytes()), had);
+                        proptest::prop_assert_eq!(m.in_flight(&[key]), held.len());
+                    }
+                    Op::Advance(ms) => {
+                        now += ms * 1_000_000;
+                        clock.advance(Duration::from_millis(ms));
+                    }
+                }
+            }
+            // Once everything has expired, a sweep gives every byte back.
+            let later = now + 1_000_000_000;
+            let mut t = m.lock();
+            m.sweep(&mut t, later);
+            proptest::prop_assert!(t.held.is_empty());
+            proptest::prop_assert_eq!(budget.used(), 0);
+        }
+    }
 }
