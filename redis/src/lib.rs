@@ -262,6 +262,7 @@ pub use connection::policy::FailurePolicy;
 pub use error::Error;
 pub use limiters::blocking::RedisLimiter;
 pub use limiters::cell::AsyncRedisCell;
+pub use limiters::concurrency::{AsyncRedisConcurrency, Busy, RedisPermit, MAX_PERMITS, MAX_TTL};
 pub use limiters::lease_config::LeaseConfig;
 pub use limiters::limiter::AsyncRedisLimiter;
 pub use limiters::reservation::RedisReservation;

@@ -9,7 +9,8 @@
 //!   configured prefix; a request's descriptors are judged all or nothing.
 //! * **RESP** (the Redis protocol): redis-cell's `CL.THROTTLE key max_burst count period
 //!   [quantity]` with exact GCRA, so every redis-cell client library works unchanged, and
-//!   `LG.CHECK`/`LG.CHECKALL`/`LG.RULE` to check keys against the rules file.
+//!   `LG.CHECK`/`LG.CHECKALL`/`LG.RULE` to check keys against the rules file, and
+//!   `LG.ACQUIRE`/`LG.RELEASE` for permits (concurrency limits, fleet-wide with Redis).
 //! * **HTTP**: `/metrics` (Prometheus text), `/buckets` (JSON), and `/`, a page listing the
 //!   buckets that a person can filter and sort.
 //!
@@ -51,6 +52,7 @@ mod http;
 mod limits;
 mod listen;
 mod metrics;
+mod permits;
 mod resp;
 mod rules;
 mod server;

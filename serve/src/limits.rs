@@ -92,6 +92,8 @@ pub(crate) struct Limits<C: Clock> {
     pub(crate) redis_cluster: Vec<String>,
     /// What the rules file watcher has seen and applied (SIGHUP tells it too).
     pub(crate) rules_file: Mutex<Settle>,
+    /// The permits of `LG.ACQUIRE` (set by the server once it has connected their store).
+    pub(crate) permits: Option<crate::permits::PermitStore<C>>,
 }
 
 impl<C: Clock + 'static> Limits<C> {
@@ -117,6 +119,7 @@ impl<C: Clock + 'static> Limits<C> {
             redis_url: None,
             redis_cluster: Vec::new(),
             rules_file: Mutex::new(Settle::new(None)),
+            permits: None,
         }
     }
 

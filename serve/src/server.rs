@@ -6,6 +6,7 @@ use crate::cell::CellStore;
 use crate::config::{Config, ServeError};
 use crate::limits::Limits;
 use crate::listen::Gate;
+use crate::permits::{MemoryPermits, PermitStore};
 use crate::rules::file::{RulesError, RulesFormat};
 use crate::rules::reload;
 use crate::rules::settle::{Fingerprint, Settle};
@@ -119,7 +120,19 @@ async fn start_inner<C: Clock + Clone + 'static>(
     let source = format!("file {}", config.rules.display());
     let fingerprint = Fingerprint::of(&bytes, modified);
     let count = loaded.rules.len();
+    let permits = match &redis_target {
+        None => PermitStore::Memory(MemoryPermits::new(clock.clone(), budget.clone())),
+        Some(target) => {
+            let mut builder = target.clone();
+            if let Some(deadline) = config.redis_deadline {
+                builder = builder.deadline(deadline);
+            }
+            let permits = builder.connect_concurrency_async().await;
+            PermitStore::Redis(permits.map_err(|e| ServeError::Redis(e.to_string()))?)
+        }
+    };
     let mut limits = Limits::new(stores, budget, loaded, source);
+    limits.permits = Some(permits);
     limits.redis_url = config.redis.clone();
     limits.redis_cluster = config.redis_cluster.clone();
     limits.rules_file = Mutex::new(Settle::new(Some(fingerprint)));

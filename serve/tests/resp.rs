@@ -360,7 +360,7 @@ fn what_common_clients_send_on_connect_is_answered() {
         b"AUTH secret\r\n",
         "-ERR no password is set on this server: AUTH is not needed\r\n",
     );
-    exchange(&mut s, b"COMMAND COUNT\r\n", ":20\r\n");
+    exchange(&mut s, b"COMMAND COUNT\r\n", ":22\r\n");
     // Pipelines that client libraries wrap in MULTI/EXEC by default (redis-py's pipeline()).
     exchange(&mut s, b"MULTI\r\n", "+OK\r\n");
     exchange(&mut s, b"CL.THROTTLE tx 0 1 60\r\n", "+QUEUED\r\n");

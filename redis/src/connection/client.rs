@@ -170,6 +170,60 @@ impl Client {
         Err(error)
     }
 
+    /// Runs another script (`script`) on `key` with `args`, under the same deadline, breaker and
+    /// bound on calls in flight as [`call`](Self::call) (the permits' script uses it). Unlike the
+    /// GCRA script it carries no deadline of its own: a script that runs after the call gave up
+    /// still takes effect (for a permit: one nobody holds, returned by its TTL).
+    pub(crate) async fn eval_on(
+        &self,
+        script: &redis::Script,
+        key: &[u8],
+        args: &[&[u8]],
+    ) -> Result<redis::Value, Error> {
+        let Some(mut conn) = self.link.connection() else {
+            self.stats.unavailable.inc();
+            return Err(Error::Connecting);
+        };
+        let slot = if self.cluster { usize::from(cluster::slot(key)) } else { 0 };
+        let breaker = &self.breakers[(slot / SLOTS_PER_BREAKER).min(self.breakers.len() - 1)];
+        let gate = breaker.enter(self.monotonic.now_ns());
+        if let Gate::Open(_) = gate {
+            self.stats.short_circuited.inc();
+            return Err(Error::CircuitOpen);
+        }
+        let Ok(_permit) = self.in_flight.try_acquire() else {
+            self.stats.overloaded.inc();
+            return Err(Error::Overloaded);
+        };
+        let mut invocation = script.key(key);
+        for a in args {
+            invocation.arg(*a);
+        }
+        self.stats.round_trips.inc();
+        let answer = tokio::time::timeout(self.deadline, invocation.invoke_async(&mut conn)).await;
+        let error = match answer {
+            Ok(Ok(value)) => {
+                breaker.success();
+                return Ok(value);
+            }
+            Ok(Err(e)) => Error::from_redis(e),
+            Err(_) => Error::Timeout(self.deadline),
+        };
+        match &error {
+            Error::Timeout(_) => self.stats.timeouts.inc(),
+            Error::Unavailable(_) => self.stats.unavailable.inc(),
+            _ => self.stats.rejected.inc(),
+        }
+        if error.is_unavailable() {
+            if breaker.failure(self.monotonic.now_ns(), gate == Gate::Probe) {
+                self.stats.breaker_opened.inc();
+            }
+        } else {
+            breaker.success();
+        }
+        Err(error)
+    }
+
     /// The breaker of the call's keys (they share a slot on a cluster: `Call::command`).
     fn breaker_of(&self, call: &Call<'_>) -> &Breaker {
         let slot = match (self.cluster, call.keys.first()) {

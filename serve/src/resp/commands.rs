@@ -5,7 +5,7 @@
 
 use super::conn::{Conn, Outcome};
 use super::multi::{self, Queue};
-use super::{auth, reply, throttle};
+use super::{auth, permits, reply, throttle};
 use crate::limits::Limits;
 use bytes::BytesMut;
 use leakgate::Clock;
@@ -35,6 +35,8 @@ const COMMANDS: &[(&str, i64, i64)] = &[
     ("lg.check", -2, 1),
     ("lg.checkall", -3, 2),
     ("lg.rule", 2, 1),
+    ("lg.acquire", 4, 1),
+    ("lg.release", 3, 1),
 ];
 
 fn error(out: &mut BytesMut, text: &str) -> Outcome {
@@ -145,6 +147,10 @@ async fn dispatch<C: Clock + 'static>(
         }
         "lg.check" | "lg.checkall" | "lg.rule" => {
             let error = throttle::lg(limits, command, args, conn.resp3, out).await;
+            Outcome { error, close: false }
+        }
+        "lg.acquire" | "lg.release" => {
+            let error = permits::command(limits, command, args, out).await;
             Outcome { error, close: false }
         }
         "ping" => match args {

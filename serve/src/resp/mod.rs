@@ -24,6 +24,7 @@ mod commands;
 mod conn;
 mod multi;
 mod parse;
+mod permits;
 mod reply;
 mod throttle;
 
