@@ -90,7 +90,7 @@ pub(crate) async fn serve<C: Clock + 'static>(
         authenticate(secret.as_deref(), call)
     });
     let deadlines = prepared.deadlines;
-    let taken = incoming(gate, prepared.grpc_tls.clone(), PREFACE, deadlines);
+    let (taken, accepting) = incoming(gate, prepared.grpc_tls.clone(), PREFACE, deadlines);
     let incoming = futures_util::stream::unfold(taken, |mut taken| async move {
         let conn = taken.recv().await?;
         Some((Ok::<_, std::io::Error>(conn), taken))
@@ -109,6 +109,9 @@ pub(crate) async fn serve<C: Clock + 'static>(
     if let Err(e) = served {
         tracing::error!(error = %e, "gRPC listener stopped");
     }
+    // The server has dropped the connections' receiver: the accepting task ends and closes the
+    // listener; waiting for it means the port no longer accepts once this returns.
+    let _ = accepting.await;
 }
 
 /// Lets a call through when no secret is set, or when its metadata carries

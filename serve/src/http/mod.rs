@@ -53,8 +53,10 @@ pub(crate) async fn serve<C: Clock + 'static>(
         .with_state(limits)
         .layer(axum::middleware::from_fn_with_state(guard, guard::check));
     let deadlines = prepared.deadlines;
-    let taken = incoming(gate, prepared.http_tls.clone(), 0, deadlines);
+    let (taken, accepting) = incoming(gate, prepared.http_tls.clone(), 0, deadlines);
     conn::serve_connections(taken, app, deadlines.header, shutdown).await;
+    // The receiver is gone with `serve_connections`: the listener closes as the task ends.
+    let _ = accepting.await;
 }
 
 async fn page<C: Clock + 'static>(State(limits): State<Arc<Limits<C>>>) -> impl IntoResponse {

@@ -4,13 +4,15 @@
 //! One task accepts; each TLS handshake runs in a task of its own, within the header timeout
 //! of the accept, so a client that stalls its handshake holds only its own slot. Connections
 //! ready to serve go into a channel; the accepting stops, and the listener is closed, once the
-//! receiver is dropped.
+//! receiver is dropped. The accepting task's handle is returned too: a listener that stops drops
+//! the receiver, then awaits the handle, so that its port is closed when the stop returns (else
+//! a graceful stop returned while the socket still accepted, until the task next ran).
 
 use super::gate::{Accepted, Gate};
 use super::stream::Stream;
 use super::watched::{Deadlines, Watched};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tonic::transport::server::{Connected, TcpConnectInfo};
@@ -19,15 +21,16 @@ use tonic::transport::server::{Connected, TcpConnectInfo};
 const READY: usize = 64;
 
 /// Starts accepting through `gate` (with TLS when `tls` is given); each connection must read
-/// `first` bytes within the header timeout (see [`Watched`]).
+/// `first` bytes within the header timeout (see [`Watched`]). Returns the connections, and the
+/// accepting task, which ends (closing the listener) once the receiver is dropped.
 pub(crate) fn incoming(
     mut gate: Gate,
     tls: Option<TlsAcceptor>,
     first: usize,
     deadlines: Deadlines,
-) -> mpsc::Receiver<Watched> {
+) -> (mpsc::Receiver<Watched>, JoinHandle<()>) {
     let (ready, taken) = mpsc::channel(READY);
-    tokio::spawn(async move {
+    let accepting = tokio::spawn(async move {
         let mut handshakes = JoinSet::new();
         loop {
             tokio::select! {
@@ -60,7 +63,7 @@ pub(crate) fn incoming(
             }
         }
     });
-    taken
+    (taken, accepting)
 }
 
 impl Connected for Watched {
