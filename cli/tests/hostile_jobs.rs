@@ -15,6 +15,9 @@ fn reproducer(script: &str, env: &[(&str, &str)]) {
     let out = Command::new("bash")
         .arg(&path)
         .arg(env!("CARGO_BIN_EXE_leakgate"))
+        // Temporary files (the script's own, the workers' folders of job replies, which a worker
+        // killed with SIGKILL cannot remove) under target/, not /tmp.
+        .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
         .envs(env.iter().copied())
         .output()
         .expect("bash runs");

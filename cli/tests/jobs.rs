@@ -374,10 +374,24 @@ fn bad_input() {
 }
 
 /// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
-/// temporary directory, removed with it), else the usual place.
+/// temporary directory, removed with it), else cargo's folder for test files under target/.
 fn tmpdir_for(db: &str) -> std::path::PathBuf {
     match Path::new(db).parent() {
         Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
-        _ => std::env::temp_dir(),
+        // PostgreSQL: cargo's folder for integration tests, under target/, not /tmp.
+        _ => std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
     }
+}
+
+/// `leakgate jobs demo` (the README's first command) leaves nothing in the temporary folder:
+/// its database and rules go with its folder, and so does the folder of job replies of the
+/// worker it kills with SIGKILL (which cannot remove its own; it stayed in /tmp before).
+#[test]
+fn the_demo_leaves_nothing_in_the_temporary_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = leakgate().args(["jobs", "demo"]).env("TMPDIR", tmp.path()).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("nothing lost"), "{}", text(&out.stdout));
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -260,10 +260,11 @@ fn a_command_replies_retry_after_or_slow_down() {
 }
 
 /// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
-/// temporary directory, removed with it), else the usual place.
+/// temporary directory, removed with it), else cargo's folder for test files under target/.
 fn tmpdir_for(db: &str) -> std::path::PathBuf {
     match Path::new(db).parent() {
         Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
-        _ => std::env::temp_dir(),
+        // PostgreSQL: cargo's folder for integration tests, under target/, not /tmp.
+        _ => std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
     }
 }

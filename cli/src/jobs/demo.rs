@@ -109,6 +109,9 @@ fn spawn_worker(
         .arg(rules)
         .args(["--lease", "2s", "--until-empty", "--", "sh", "-c", SEND])
         .env("DEMO_WORKER", name)
+        // Its folder of job replies inside the demo's folder, removed with it: the worker killed
+        // with SIGKILL cannot remove its own.
+        .env("TMPDIR", db.parent().unwrap_or(db))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -5,8 +5,12 @@
 use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 
+/// The built `leakgate`, with its temporary files (a worker's folder of job replies, which one
+/// killed with SIGKILL cannot remove) in cargo's folder for test files under target/, not /tmp.
 pub fn leakgate() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_leakgate"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_leakgate"));
+    command.env("TMPDIR", env!("CARGO_TARGET_TMPDIR"));
+    command
 }
 
 /// `leakgate pace ARGS` with stdin, stdout and stderr piped.
