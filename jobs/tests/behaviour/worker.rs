@@ -134,8 +134,11 @@ async fn a_rules_file_change_is_picked_up(db: Db) {
     std::fs::write(&path, "bank = \"not a quota\"\n").unwrap(); // rejected: 4/s stays
     tokio::time::sleep(Duration::from_millis(100)).await;
     std::fs::write(&path, "bank = \"100/s burst 1\"\n").unwrap();
-    run.await.unwrap().unwrap();
+    let summary = run.await.unwrap().unwrap();
     let runs = jobs.runs("bank").await.unwrap();
+    // Seen once in a full CI run at load (stop 31): fewer than two runs listed after the worker
+    // ended; the cause is not found yet, so the failure says what there was.
+    assert!(runs.len() >= 2, "runs {runs:?} after {summary:?}, {:?}", progress.snapshot());
     let gaps: Vec<i64> = runs.windows(2).map(|w| w[1].started_ns - w[0].started_ns).collect();
     assert!(gaps[0] >= 250_000_000, "4/s at first: {gaps:?}");
     let fast = gaps.iter().filter(|&&g| g < 100_000_000).count();
