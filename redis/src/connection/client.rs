@@ -154,20 +154,7 @@ impl Client {
             Err(_) => Error::Timeout(self.deadline),
         };
         drop(permit);
-        match &error {
-            Error::Timeout(_) => self.stats.timeouts.inc(),
-            Error::Unavailable(_) => self.stats.unavailable.inc(),
-            _ => self.stats.rejected.inc(),
-        }
-        if error.is_unavailable() {
-            if breaker.failure(self.monotonic.now_ns(), gate == Gate::Probe) {
-                self.stats.breaker_opened.inc();
-            }
-        } else {
-            // Redis answered, if with an error: it is up.
-            breaker.success();
-        }
-        Err(error)
+        Err(self.failed(breaker, gate, error))
     }
 
     /// Runs another script (`script`) on `key` with `args`, under the same deadline, breaker and
@@ -184,8 +171,7 @@ impl Client {
             self.stats.unavailable.inc();
             return Err(Error::Connecting);
         };
-        let slot = if self.cluster { usize::from(cluster::slot(key)) } else { 0 };
-        let breaker = &self.breakers[(slot / SLOTS_PER_BREAKER).min(self.breakers.len() - 1)];
+        let breaker = self.breaker_for(Some(key));
         let gate = breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
             self.stats.short_circuited.inc();
@@ -209,6 +195,12 @@ impl Client {
             Ok(Err(e)) => Error::from_redis(e),
             Err(_) => Error::Timeout(self.deadline),
         };
+        Err(self.failed(breaker, gate, error))
+    }
+
+    /// Counts a failed call by kind and tells its breaker: Redis unreachable or late counts
+    /// against it; an error reply means Redis answered, so it is up.
+    fn failed(&self, breaker: &Breaker, gate: Gate, error: Error) -> Error {
         match &error {
             Error::Timeout(_) => self.stats.timeouts.inc(),
             Error::Unavailable(_) => self.stats.unavailable.inc(),
@@ -221,13 +213,18 @@ impl Client {
         } else {
             breaker.success();
         }
-        Err(error)
+        error
     }
 
     /// The breaker of the call's keys (they share a slot on a cluster: `Call::command`).
     fn breaker_of(&self, call: &Call<'_>) -> &Breaker {
-        let slot = match (self.cluster, call.keys.first()) {
-            (true, Some(key)) => usize::from(cluster::slot(&key.name)),
+        self.breaker_for(call.keys.first().map(|key| &key.name[..]))
+    }
+
+    /// The breaker of `key`'s slot on a cluster; the one breaker on one node.
+    fn breaker_for(&self, key: Option<&[u8]>) -> &Breaker {
+        let slot = match (self.cluster, key) {
+            (true, Some(key)) => usize::from(cluster::slot(key)),
             _ => 0,
         };
         &self.breakers[(slot / SLOTS_PER_BREAKER).min(self.breakers.len() - 1)]
