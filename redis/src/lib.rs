@@ -272,6 +272,7 @@ pub use limiters::rules::{
     PushedRules, RulesFollower,
 };
 pub use limiters::rules::{AsyncRedisRuleLimiter, RedisRuleLimiter};
+pub use limiters::token::new_permit_token;
 pub use stats::Stats;
 
 /// The README's examples, compiled as doctests.

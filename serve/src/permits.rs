@@ -7,10 +7,7 @@
 use crate::tat::Budget;
 use leakgate::Clock;
 use leakgate_redis::{AsyncRedisConcurrency, Error};
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -131,7 +128,7 @@ impl<C: Clock> MemoryPermits<C> {
                 );
             }
         }
-        let token = new_token();
+        let token = leakgate_redis::new_permit_token();
         let permits = t.held.entry(key.to_vec()).or_default();
         permits.push((token, now.saturating_add(ttl_ns)));
         let in_flight = permits.len() as u64;
@@ -190,25 +187,6 @@ fn parse_token(text: &[u8]) -> Option<u128> {
         return None;
     }
     u128::from_str_radix(std::str::from_utf8(text).ok()?, 16).ok()
-}
-
-/// 128 bits no client can guess: two SipHashes under keys drawn from the operating system's
-/// random source (`RandomState`), of a counter that never repeats and the time.
-fn new_token() -> u128 {
-    static MADE: AtomicU64 = AtomicU64::new(0);
-    // Relaxed: only distinct values are needed; it orders nothing else.
-    let n = MADE.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let half = |salt: u64| {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u64(salt);
-        h.write_u64(n);
-        h.write_u128(nanos);
-        h.finish()
-    };
-    (u128::from(half(0)) << 64) | u128::from(half(1))
 }
 
 #[cfg(test)]

@@ -19,4 +19,4 @@ pub(crate) mod lease_table;
 pub(crate) mod limiter;
 pub(crate) mod reservation;
 pub(crate) mod rules;
-mod token;
+pub(crate) mod token;

@@ -12,8 +12,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Tokens made so far in this process; only makes each hash's input unique.
 static MADE: AtomicU64 = AtomicU64::new(0);
 
-/// A fresh token: 32 lowercase hex digits.
-pub(crate) fn new_token() -> String {
+/// A fresh permit token: 128 bits no client can guess, as [`AsyncRedisConcurrency`] hands out
+/// (in 32 lowercase hex digits) and `leakgate serve`'s in-memory permits use too.
+///
+/// [`AsyncRedisConcurrency`]: crate::AsyncRedisConcurrency
+///
+/// ```
+/// let (a, b) = (leakgate_redis::new_permit_token(), leakgate_redis::new_permit_token());
+/// assert_ne!(a, b);
+/// ```
+pub fn new_permit_token() -> u128 {
     // Relaxed: the counter only has to give distinct values; it orders nothing else.
     let n = MADE.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
@@ -26,7 +34,12 @@ pub(crate) fn new_token() -> String {
         h.write_u128(nanos);
         h.finish()
     };
-    format!("{:016x}{:016x}", half(0), half(1))
+    (u128::from(half(0)) << 64) | u128::from(half(1))
+}
+
+/// A fresh token: 32 lowercase hex digits.
+pub(crate) fn new_token() -> String {
+    format!("{:032x}", new_permit_token())
 }
 
 #[cfg(test)]
