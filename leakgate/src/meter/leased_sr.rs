@@ -44,13 +44,12 @@
 //! green take on the meter. Every other packet: the meter's own decision, after one load of the
 //! slot.
 
+use super::green_leases::GreenLeases;
 use super::{Color, MeterError, SrTcm};
 use crate::clock::{Clock, TscClock};
-use crate::leased::slot::{Slot, Spend, MAX_TICK, TICK_SHIFT};
 use crate::leased::Leases;
 use crate::quota::Quota;
 use core::fmt;
-use crossbeam_utils::CachePadded;
 
 /// An [`SrTcm`] shared by threads whose green packets are coloured from per-slot leases of green
 /// units (the module docs of `leakgate`'s `meter/leased_sr.rs` state the bound): for one meter
@@ -72,14 +71,8 @@ use crossbeam_utils::CachePadded;
 pub struct LeasedSrTcm<C: Clock = TscClock> {
     /// The shared meter: every lease is one green take of it, every other packet its decision.
     exact: SrTcm<C>,
-    /// The slots, a power of two of them, each alone on its cache line.
-    slots: Box<[CachePadded<Slot>]>,
-    /// `slots.len() - 1`.
-    mask: usize,
-    /// Green units one lease takes (at least 2), or 0: leases off.
-    lease: u64,
-    /// How long a lease lives, in ns of the clock.
-    span_ns: u64,
+    /// The slots and the size and life of their leases.
+    leases: GreenLeases,
 }
 
 impl LeasedSrTcm<TscClock> {
@@ -128,9 +121,7 @@ impl<C: Clock> LeasedSrTcm<C> {
     pub fn from_meter(meter: SrTcm<C>, leases: Leases) -> Self {
         let cbs = meter.committed_burst();
         let lease = if cbs == 0 { 0 } else { leases.lease_units(&meter.committed()) };
-        let slots: Box<[CachePadded<Slot>]> =
-            (0..leases.slots_of()).map(|_| CachePadded::new(Slot::new())).collect();
-        LeasedSrTcm { exact: meter, mask: slots.len() - 1, slots, lease, span_ns: leases.span_ns() }
+        LeasedSrTcm { exact: meter, leases: GreenLeases::new(lease, &leases) }
     }
 
     /// The colour of a packet of `bytes` metered now, colour-blind (as
@@ -181,39 +172,7 @@ impl<C: Clock> LeasedSrTcm<C> {
     /// ```
     #[inline]
     pub fn color_blind_at_slot(&self, slot: usize, bytes: u64, now_ns: u64) -> Color {
-        if bytes == 0 || self.lease == 0 {
-            return self.exact.color_blind_at(bytes, now_ns);
-        }
-        let slot = &self.slots[slot & self.mask];
-        match slot.spend(bytes, now_ns >> TICK_SHIFT) {
-            Spend::Spent(_) => Color::Green,
-            Spend::Refill(seen) => self.refill(slot, seen, bytes, now_ns),
-            Spend::Exact => self.exact.color_blind_at(bytes, now_ns),
-        }
-    }
-
-    /// A packet whose slot has no lease to spend: takes a new lease for the slot and colours the
-    /// packet green from it, or colours it on the shared meter.
-    #[inline(never)]
-    fn refill(&self, slot: &Slot, seen: u64, n: u64, now_ns: u64) -> Color {
-        let expiry = now_ns.saturating_add(self.span_ns) >> TICK_SHIFT;
-        // A packet a lease cannot serve, a clock past the slots' range, or `C` without room for
-        // a whole lease (a read, no write): the exact path. Otherwise claim the slot (one lease
-        // per slot at a time: the bound's `E`).
-        if n >= self.lease
-            || expiry > MAX_TICK
-            || !self.exact.green_room_at(self.lease, now_ns)
-            || !slot.reserve(seen)
-        {
-            return self.exact.color_blind_at(n, now_ns);
-        }
-        if self.exact.take_green_at(self.lease, now_ns) {
-            slot.install(self.lease - n, expiry);
-            Color::Green
-        } else {
-            slot.install(0, 0);
-            self.exact.color_blind_at(n, now_ns)
-        }
+        self.leases.color_blind_at_slot(&self.exact, slot, bytes, now_ns)
     }
 
     /// The colour of a packet of `bytes` coloured `pre` on arrival, colour-aware (RFC 2697): a
@@ -271,7 +230,7 @@ impl<C: Clock> LeasedSrTcm<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn lease_units(&self) -> u64 {
-        self.lease
+        self.leases.lease_units()
     }
 
     /// `E` of the bound (module docs): the most green units in a window beyond the exact
@@ -285,7 +244,7 @@ impl<C: Clock> LeasedSrTcm<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn excess_bound(&self) -> u64 {
-        self.lease.saturating_mul(self.slots.len() as u64)
+        self.leases.excess_bound()
     }
 
     /// The shared meter.
@@ -317,8 +276,8 @@ impl<C: Clock> fmt::Debug for LeasedSrTcm<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeasedSrTcm")
             .field("meter", &self.exact)
-            .field("slots", &self.slots.len())
-            .field("lease_units", &self.lease)
+            .field("slots", &self.leases.slot_count())
+            .field("lease_units", &self.leases.lease_units())
             .finish_non_exhaustive()
     }
 }

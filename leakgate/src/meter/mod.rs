@@ -81,6 +81,8 @@
 
 mod exclusive;
 #[cfg(feature = "std")]
+mod green_leases;
+#[cfg(feature = "std")]
 mod keyed_slots;
 #[cfg(feature = "std")]
 mod keyed_sr;
