@@ -4,9 +4,9 @@
 
 mod support;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use leakgate::TscClock;
-use leakgate_baselines::{hammer, Gate, Scenario};
+use leakgate_baselines::Scenario;
 use std::time::Duration;
 
 const THREADS: [usize; 4] = [1, 2, 4, 8];
@@ -18,23 +18,22 @@ fn contended(c: &mut Criterion) {
             // Elements = decisions made per iteration: one per thread.
             group.throughput(Throughput::Elements(threads as u64));
             let lim = scenario.leakgate(TscClock::new());
-            bench(&mut group, &format!("leakgate/{name}"), threads, &lim);
-            bench(&mut group, &format!("governor/{name}"), threads, &scenario.governor());
-            bench(&mut group, &format!("mutex_bucket/{name}"), threads, &scenario.mutex_bucket());
+            support::shared_gate(&mut group, &format!("leakgate/{name}"), threads, &lim);
+            support::shared_gate(
+                &mut group,
+                &format!("governor/{name}"),
+                threads,
+                &scenario.governor(),
+            );
+            support::shared_gate(
+                &mut group,
+                &format!("mutex_bucket/{name}"),
+                threads,
+                &scenario.mutex_bucket(),
+            );
         }
     }
     group.finish();
-}
-
-fn bench(
-    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-    name: &str,
-    threads: usize,
-    gate: &impl Gate,
-) {
-    group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
-        b.iter_custom(|iters| hammer(gate, threads, iters))
-    });
 }
 
 criterion_group! {

@@ -17,6 +17,8 @@
 //! per packet halves or grows from one thread to two), so the case the leases are for is not
 //! shown here; it needs a machine with idle cores.
 
+mod support;
+
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use leakgate::{Clock, Color, LeasedSrTcm, Leases, Quota, SrTcm, TscClock};
 use leakgate_baselines::{median, MutexSrTcm};
@@ -197,19 +199,10 @@ fn interleaved(rounds: usize) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20);
+    config = support::config(Duration::from_millis(500), Duration::from_secs(2), 20);
     targets = leased_meters
 }
 
 fn main() {
-    match std::env::var("LEAKGATE_LEASED_METER_ROUNDS").ok().and_then(|r| r.parse().ok()) {
-        Some(rounds) => interleaved(rounds),
-        None => {
-            benches();
-            Criterion::default().configure_from_args().final_summary();
-        }
-    }
+    support::rounds_or_criterion("LEAKGATE_LEASED_METER_ROUNDS", interleaved, benches);
 }

@@ -16,6 +16,8 @@
 //! trTCM red 4.8-5.0 vs 15.7-18.6 and 4.6-5.1 vs 15.7-24.1. A green srTCM packet is two CASes,
 //! as the mutex's lock and unlock are two atomic operations; a red one only reads.
 
+mod support;
+
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use leakgate::{Clock, Color, Quota, SrTcm, TrTcm, TscClock};
 use leakgate_baselines::{median, MutexSrTcm, MutexTrTcm};
@@ -34,31 +36,24 @@ trait Meter: Sync {
     fn clock(&self) -> &TscClock;
 }
 
-impl Meter for SrTcm<TscClock> {
-    #[inline]
-    fn color(&self, bytes: u64, now: Option<u64>) -> Color {
-        match now {
-            Some(now) => self.color_blind_at(bytes, now),
-            None => self.color_blind(bytes),
+/// leakgate's meters: colour-blind on their own clock, or at the caller's time.
+macro_rules! leakgate_meter {
+    ($($meter:ident),*) => {$(
+        impl Meter for $meter<TscClock> {
+            #[inline]
+            fn color(&self, bytes: u64, now: Option<u64>) -> Color {
+                match now {
+                    Some(now) => self.color_blind_at(bytes, now),
+                    None => self.color_blind(bytes),
+                }
+            }
+            fn clock(&self) -> &TscClock {
+                $meter::clock(self)
+            }
         }
-    }
-    fn clock(&self) -> &TscClock {
-        SrTcm::clock(self)
-    }
+    )*};
 }
-
-impl Meter for TrTcm<TscClock> {
-    #[inline]
-    fn color(&self, bytes: u64, now: Option<u64>) -> Color {
-        match now {
-            Some(now) => self.color_blind_at(bytes, now),
-            None => self.color_blind(bytes),
-        }
-    }
-    fn clock(&self) -> &TscClock {
-        TrTcm::clock(self)
-    }
-}
+leakgate_meter!(SrTcm, TrTcm);
 
 /// A mutex meter on the same clock as leakgate's: read per packet, or given by the caller.
 struct Locked<M> {
@@ -66,25 +61,21 @@ struct Locked<M> {
     clock: TscClock,
 }
 
-impl Meter for Locked<MutexSrTcm> {
-    #[inline]
-    fn color(&self, bytes: u64, now: Option<u64>) -> Color {
-        self.meter.color_blind_at(bytes, now.unwrap_or_else(|| self.clock.now_ns()))
-    }
-    fn clock(&self) -> &TscClock {
-        &self.clock
-    }
+/// The mutex meters: colour-blind at the caller's time or a reading of the same clock.
+macro_rules! locked_meter {
+    ($($meter:ident),*) => {$(
+        impl Meter for Locked<$meter> {
+            #[inline]
+            fn color(&self, bytes: u64, now: Option<u64>) -> Color {
+                self.meter.color_blind_at(bytes, now.unwrap_or_else(|| self.clock.now_ns()))
+            }
+            fn clock(&self) -> &TscClock {
+                &self.clock
+            }
+        }
+    )*};
 }
-
-impl Meter for Locked<MutexTrTcm> {
-    #[inline]
-    fn color(&self, bytes: u64, now: Option<u64>) -> Color {
-        self.meter.color_blind_at(bytes, now.unwrap_or_else(|| self.clock.now_ns()))
-    }
-    fn clock(&self) -> &TscClock {
-        &self.clock
-    }
-}
+locked_meter!(MutexSrTcm, MutexTrTcm);
 
 /// One thread's packets: `n` of them, or until `stop`; with caller time the clock is read once
 /// per [`BURST`]. Returns the packets metered.
@@ -256,19 +247,10 @@ fn interleaved(rounds: usize) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20);
+    config = support::config(Duration::from_millis(500), Duration::from_secs(2), 20);
     targets = meters
 }
 
 fn main() {
-    match std::env::var("LEAKGATE_METER_ROUNDS").ok().and_then(|r| r.parse().ok()) {
-        Some(rounds) => interleaved(rounds),
-        None => {
-            benches();
-            Criterion::default().configure_from_args().final_summary();
-        }
-    }
+    support::rounds_or_criterion("LEAKGATE_METER_ROUNDS", interleaved, benches);
 }
