@@ -91,15 +91,7 @@ impl Postgres {
                 &[&lane],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Run {
-                job: r.get(0),
-                attempt: r.get::<_, i64>(1) as u32,
-                started_ns: r.get(2),
-                slot_ns: r.get(3),
-            })
-            .collect())
+        Ok(rows.iter().map(run).collect())
     }
 
     /// The latest `limit` runs of `lane`, by start (the index on `(lane, started_at)` finds them).
@@ -114,16 +106,18 @@ impl Postgres {
                 &[&lane, &limit],
             )
             .await?;
-        let mut runs: Vec<Run> = rows
-            .iter()
-            .map(|r| Run {
-                job: r.get(0),
-                attempt: r.get::<_, i64>(1) as u32,
-                started_ns: r.get(2),
-                slot_ns: r.get(3),
-            })
-            .collect();
+        let mut runs: Vec<Run> = rows.iter().map(run).collect();
         runs.reverse();
         Ok(runs)
+    }
+}
+
+/// A run from a row of `SELECT job, attempt, started_at, slot FROM runs`.
+fn run(r: &tokio_postgres::Row) -> Run {
+    Run {
+        job: r.get(0),
+        attempt: r.get::<_, i64>(1) as u32,
+        started_ns: r.get(2),
+        slot_ns: r.get(3),
     }
 }

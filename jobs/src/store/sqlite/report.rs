@@ -90,16 +90,7 @@ pub(crate) fn runs(conn: &mut Connection, lane: &str) -> Result<Vec<Run>, Error>
     let mut stmt = conn.prepare(
         "SELECT job, attempt, started_at, slot FROM runs WHERE lane = ?1 ORDER BY started_at, job, attempt",
     )?;
-    let rows = stmt
-        .query_map([lane], |r| {
-            Ok(Run {
-                job: r.get(0)?,
-                attempt: r.get::<_, i64>(1)? as u32,
-                started_ns: r.get(2)?,
-                slot_ns: r.get(3)?,
-            })
-        })?
-        .collect::<Result<_, _>>()?;
+    let rows = stmt.query_map([lane], run)?.collect::<Result<_, _>>()?;
     Ok(rows)
 }
 
@@ -113,16 +104,17 @@ pub(crate) fn recent_runs(
         "SELECT job, attempt, started_at, slot FROM runs WHERE lane = ?1 \
          ORDER BY started_at DESC, job DESC, attempt DESC LIMIT ?2",
     )?;
-    let mut rows = stmt
-        .query_map(params![lane, limit], |r| {
-            Ok(Run {
-                job: r.get(0)?,
-                attempt: r.get::<_, i64>(1)? as u32,
-                started_ns: r.get(2)?,
-                slot_ns: r.get(3)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut rows = stmt.query_map(params![lane, limit], run)?.collect::<Result<Vec<_>, _>>()?;
     rows.reverse();
     Ok(rows)
+}
+
+/// A run from a row of `SELECT job, attempt, started_at, slot FROM runs`.
+fn run(r: &rusqlite::Row<'_>) -> rusqlite::Result<Run> {
+    Ok(Run {
+        job: r.get(0)?,
+        attempt: r.get::<_, i64>(1)? as u32,
+        started_ns: r.get(2)?,
+        slot_ns: r.get(3)?,
+    })
 }
