@@ -166,15 +166,7 @@ impl<C: Clock> SrTcm<C> {
     /// ```
     #[inline]
     pub fn color_blind_at_mut(&mut self, bytes: u64, now_ns: u64) -> Color {
-        let now = self.rates.ticks.at(now_ns);
-        let (rates, clock) = (&self.rates, &self.clock);
-        let words = &mut *self.words;
-        words.committed.with_mut(|committed| {
-            words.total.with_mut(|total| {
-                let owned = Owned { committed, total, rates, clock, now };
-                sr_decide::blind_inline(&owned, rates, now, bytes)
-            })
-        })
+        self.owned(now_ns, |w| sr_decide::blind_inline(w, w.rates, w.now, bytes))
     }
 
     /// [`color_aware`](SrTcm::color_aware) for the meter's one owner (see
@@ -205,14 +197,20 @@ impl<C: Clock> SrTcm<C> {
     /// ```
     #[inline]
     pub fn color_aware_at_mut(&mut self, bytes: u64, pre: Color, now_ns: u64) -> Color {
+        self.owned(now_ns, |w| sr_decide::aware_inline(w, w.rates, w.now, bytes, pre))
+    }
+}
+
+impl<C: Clock> SrTcm<C> {
+    /// `decide` on the meter's words as cells (`&mut self`: no other thread holds them), at the
+    /// clock reading `now_ns`.
+    #[inline(always)]
+    fn owned<R>(&mut self, now_ns: u64, decide: impl FnOnce(&Owned<'_, C>) -> R) -> R {
         let now = self.rates.ticks.at(now_ns);
         let (rates, clock) = (&self.rates, &self.clock);
         let words = &mut *self.words;
         words.committed.with_mut(|committed| {
-            words.total.with_mut(|total| {
-                let owned = Owned { committed, total, rates, clock, now };
-                sr_decide::aware_inline(&owned, rates, now, bytes, pre)
-            })
+            words.total.with_mut(|total| decide(&Owned { committed, total, rates, clock, now }))
         })
     }
 }
