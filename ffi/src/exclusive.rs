@@ -253,8 +253,8 @@ mod tests {
     use crate::{
         lg_now_ns, lg_quota_bytes, lg_srtcm_color_aware_at, lg_srtcm_color_blind_at, lg_srtcm_free,
         lg_srtcm_new, lg_srtcm_tokens_at, lg_trtcm_color_aware_at, lg_trtcm_color_blind_at,
-        lg_trtcm_free, lg_trtcm_new, lg_trtcm_tokens_at, LgQuota, LG_COLOR_ERROR, LG_GREEN, LG_OK,
-        LG_RED, LG_YELLOW,
+        lg_trtcm_free, lg_trtcm_new, lg_trtcm_tokens_at, LgQuota, LgStatus, LG_COLOR_ERROR,
+        LG_GREEN, LG_OK, LG_RED, LG_YELLOW,
     };
     use std::ptr::null_mut;
 
@@ -280,6 +280,58 @@ mod tests {
         (1, LG_GREEN),
     ];
 
+    /// One meter kind's shared and owner's functions, as [`same_colours`] drives them.
+    struct Kind<M> {
+        aware: unsafe extern "C" fn(*const M, u64, LgColor, u64) -> LgColor,
+        aware_excl: unsafe extern "C" fn(*mut M, u64, LgColor, u64) -> LgColor,
+        blind: unsafe extern "C" fn(*const M, u64, u64) -> LgColor,
+        blind_excl: unsafe extern "C" fn(*mut M, u64, u64) -> LgColor,
+        tokens: unsafe extern "C" fn(*const M, u64, *mut u64, *mut u64) -> LgStatus,
+    }
+
+    const SR: Kind<LgSrTcm> = Kind {
+        aware: lg_srtcm_color_aware_at,
+        aware_excl: lg_srtcm_color_aware_at_excl,
+        blind: lg_srtcm_color_blind_at,
+        blind_excl: lg_srtcm_color_blind_at_excl,
+        tokens: lg_srtcm_tokens_at,
+    };
+
+    const TR: Kind<LgTrTcm> = Kind {
+        aware: lg_trtcm_color_aware_at,
+        aware_excl: lg_trtcm_color_aware_at_excl,
+        blind: lg_trtcm_color_blind_at,
+        blind_excl: lg_trtcm_color_blind_at_excl,
+        tokens: lg_trtcm_tokens_at,
+    };
+
+    /// Meters [`PACKETS`] at `now` on `shared` and `owned` (two alike fresh meters), colour-aware
+    /// and colour-blind in turn, through the shared and the owner's functions: the same colour
+    /// and the same token counts after every packet, and every colour seen.
+    ///
+    /// # Safety
+    /// `shared` and `owned` live handles of `kind`'s meter.
+    unsafe fn same_colours<M>(kind: &Kind<M>, shared: *mut M, owned: *mut M, now: u64) {
+        // SAFETY: the handles are live (the caller's promise); the token pointers are locals.
+        unsafe {
+            let mut seen = [0; 3];
+            for (i, &(size, pre)) in PACKETS.iter().enumerate() {
+                let (a, b) = if i % 2 == 0 {
+                    ((kind.aware)(shared, size, pre, now), (kind.aware_excl)(owned, size, pre, now))
+                } else {
+                    ((kind.blind)(shared, size, now), (kind.blind_excl)(owned, size, now))
+                };
+                assert_eq!(a, b, "packet {i}");
+                seen[usize::from(a)] += 1;
+                let (mut s, mut o) = ((0, 0), (0, 0));
+                (kind.tokens)(shared, now, &mut s.0, &mut s.1);
+                (kind.tokens)(owned, now, &mut o.0, &mut o.1);
+                assert_eq!(s, o, "packet {i}");
+            }
+            assert!(seen.iter().all(|&n| n > 0), "every colour seen: {seen:?}");
+        }
+    }
+
     #[test]
     fn srtcm_excl_colours_as_the_shared_functions() {
         let q = bytes(1000, 1000);
@@ -288,27 +340,7 @@ mod tests {
         unsafe {
             assert_eq!(lg_srtcm_new(&q, 500, &mut shared), LG_OK);
             assert_eq!(lg_srtcm_new(&q, 500, &mut owned), LG_OK);
-            let mut seen = [0; 3];
-            for (i, &(size, pre)) in PACKETS.iter().enumerate() {
-                let (a, b) = if i % 2 == 0 {
-                    (
-                        lg_srtcm_color_aware_at(shared, size, pre, now),
-                        lg_srtcm_color_aware_at_excl(owned, size, pre, now),
-                    )
-                } else {
-                    (
-                        lg_srtcm_color_blind_at(shared, size, now),
-                        lg_srtcm_color_blind_at_excl(owned, size, now),
-                    )
-                };
-                assert_eq!(a, b, "packet {i}");
-                seen[usize::from(a)] += 1;
-                let (mut s, mut o) = ((0, 0), (0, 0));
-                lg_srtcm_tokens_at(shared, now, &mut s.0, &mut s.1);
-                lg_srtcm_tokens_at(owned, now, &mut o.0, &mut o.1);
-                assert_eq!(s, o, "packet {i}");
-            }
-            assert!(seen.iter().all(|&n| n > 0), "every colour seen: {seen:?}");
+            same_colours(&SR, shared, owned, now);
             // The clock-reading forms: 1000 B/s barely refills during the test.
             assert_eq!(lg_srtcm_color_blind_excl(owned, 900), LG_RED);
             assert_eq!(lg_srtcm_color_aware_excl(owned, 1, LG_RED), LG_RED);
@@ -326,27 +358,7 @@ mod tests {
         unsafe {
             assert_eq!(lg_trtcm_new(&p, &c, &mut shared), LG_OK);
             assert_eq!(lg_trtcm_new(&p, &c, &mut owned), LG_OK);
-            let mut seen = [0; 3];
-            for (i, &(size, pre)) in PACKETS.iter().enumerate() {
-                let (a, b) = if i % 2 == 0 {
-                    (
-                        lg_trtcm_color_aware_at(shared, size, pre, now),
-                        lg_trtcm_color_aware_at_excl(owned, size, pre, now),
-                    )
-                } else {
-                    (
-                        lg_trtcm_color_blind_at(shared, size, now),
-                        lg_trtcm_color_blind_at_excl(owned, size, now),
-                    )
-                };
-                assert_eq!(a, b, "packet {i}");
-                seen[usize::from(a)] += 1;
-                let (mut s, mut o) = ((0, 0), (0, 0));
-                lg_trtcm_tokens_at(shared, now, &mut s.0, &mut s.1);
-                lg_trtcm_tokens_at(owned, now, &mut o.0, &mut o.1);
-                assert_eq!(s, o, "packet {i}");
-            }
-            assert!(seen.iter().all(|&n| n > 0), "every colour seen: {seen:?}");
+            same_colours(&TR, shared, owned, now);
             assert_eq!(lg_trtcm_color_blind_excl(owned, 1600), LG_RED); // above PBS
             assert_eq!(lg_trtcm_color_aware_excl(owned, 1, 9), LG_COLOR_ERROR);
             lg_trtcm_free(shared);
