@@ -7,12 +7,8 @@ set -euo pipefail
 if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then
     exit 0
 fi
-echo "== installing postgresql (apt-get)"
-sudo=""
-if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install postgresql
 # The package may start a system cluster on 5432; the tests never use it, so stop it.
-if command -v service >/dev/null 2>&1; then $sudo service postgresql stop >/dev/null 2>&1 || true; fi
+stop_service postgresql
 ls /usr/lib/postgresql/*/bin/initdb

@@ -8,13 +8,8 @@ if has redis-server && has redis-cli; then
     echo "== redis-server is installed: $(PATH="$PATH:/usr/bin" redis-server --version)"
     exit 0
 fi
-echo "== installing redis-server (apt-get)"
-# Root in CI; elsewhere through sudo.
-sudo=""
-if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install redis-server
 # The package may start a system server on 6379; the tests never use it, so stop it.
-if command -v service >/dev/null 2>&1; then $sudo service redis-server stop >/dev/null 2>&1 || true; fi
+stop_service redis-server
 redis-server --version

@@ -9,9 +9,5 @@ if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then mis
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
-echo "== installing ${missing[*]} (apt-get)"
-sudo=""
-if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install "${missing[@]}"
