@@ -86,6 +86,20 @@ impl Watched {
         }
     }
 
+    /// `polled`, a write or a flush polled on the stream: once done (either way) the stream is
+    /// no longer stalled; while pending it counts toward the timeout ([`Watched::write_waits`]).
+    fn after_write<T>(
+        &mut self,
+        polled: Poll<io::Result<T>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.write_stalled = None;
+            return polled;
+        }
+        self.write_waits(cx).map(Err)
+    }
+
     /// A write that returned `Pending`: an error once it has waited past the header timeout.
     fn write_waits(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         let since = *self.write_stalled.get_or_insert_with(Instant::now);
@@ -161,13 +175,8 @@ impl AsyncWrite for Watched {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write(cx, buf) {
-            Poll::Ready(done) => {
-                this.write_stalled = None;
-                Poll::Ready(done)
-            }
-            Poll::Pending => this.write_waits(cx).map(Err),
-        }
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.after_write(polled, cx)
     }
 
     fn poll_write_vectored(
@@ -176,13 +185,8 @@ impl AsyncWrite for Watched {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(done) => {
-                this.write_stalled = None;
-                Poll::Ready(done)
-            }
-            Poll::Pending => this.write_waits(cx).map(Err),
-        }
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.after_write(polled, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -191,13 +195,8 @@ impl AsyncWrite for Watched {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_flush(cx) {
-            Poll::Ready(done) => {
-                this.write_stalled = None;
-                Poll::Ready(done)
-            }
-            Poll::Pending => this.write_waits(cx).map(Err),
-        }
+        let polled = Pin::new(&mut this.io).poll_flush(cx);
+        this.after_write(polled, cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
