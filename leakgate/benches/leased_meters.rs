@@ -24,8 +24,7 @@ use leakgate::{Clock, Color, LeasedSrTcm, Leases, Quota, SrTcm, TscClock};
 use leakgate_baselines::{median, MutexSrTcm};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PACKET: u64 = 64;
 const BURST: u64 = 32;
@@ -111,26 +110,7 @@ fn run(
     per_thread: u64,
     slice: Option<Duration>,
 ) -> (Duration, u64) {
-    let (stop, barrier) = (AtomicBool::new(false), Barrier::new(threads + 1));
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                let (stop, barrier) = (&stop, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    meter.packets(caller, per_thread, stop)
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        if let Some(slice) = slice {
-            std::thread::sleep(slice);
-            stop.store(true, Ordering::Relaxed);
-        }
-        let n = workers.into_iter().map(|w| w.join().expect("bench thread panicked")).sum();
-        (start.elapsed(), n)
-    })
+    support::threads_run(threads, slice, |stop| meter.packets(caller, per_thread, stop))
 }
 
 fn leased_meters(c: &mut Criterion) {
@@ -154,14 +134,9 @@ fn leased_meters(c: &mut Criterion) {
 
 /// `rounds` interleaved rounds of every contender; prints medians and ratios.
 fn interleaved(rounds: usize) {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
-        info.lines()
-            .find(|l| l.starts_with("model name"))
-            .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-    });
     println!(
         "srTCM green ns per packet, median of {rounds} interleaved rounds; CPU: {}",
-        cpu.unwrap_or_default()
+        support::cpu_model()
     );
     let mut cases: Vec<(usize, &str, bool, [Vec<f64>; 3])> = Vec::new();
     let threads_list: Vec<usize> = std::env::var("LEAKGATE_LEASED_METER_THREADS")

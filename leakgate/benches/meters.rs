@@ -23,8 +23,7 @@ use leakgate::{Clock, Color, Quota, SrTcm, TrTcm, TscClock};
 use leakgate_baselines::{median, MutexSrTcm, MutexTrTcm};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PACKET: u64 = 64;
 const BURST: u64 = 32;
@@ -101,26 +100,7 @@ fn run<M: Meter>(
     per_thread: u64,
     slice: Option<Duration>,
 ) -> (Duration, u64) {
-    let (stop, barrier) = (AtomicBool::new(false), Barrier::new(threads + 1));
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                let (stop, barrier) = (&stop, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    packets(meter, caller, per_thread, stop)
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        if let Some(slice) = slice {
-            std::thread::sleep(slice);
-            stop.store(true, Ordering::Relaxed);
-        }
-        let n = workers.into_iter().map(|w| w.join().expect("bench thread panicked")).sum();
-        (start.elapsed(), n)
-    })
+    support::threads_run(threads, slice, |stop| packets(meter, caller, per_thread, stop))
 }
 
 /// Fresh contenders of one meter kind and regime: leakgate's meter and the mutex meter.
@@ -205,14 +185,9 @@ fn meters(c: &mut Criterion) {
 /// `rounds` interleaved rounds: every contender in turn, 200 ms each, on fresh meters; prints
 /// medians.
 fn interleaved(rounds: usize) {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
-        info.lines()
-            .find(|l| l.starts_with("model name"))
-            .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-    });
     println!(
         "colour-blind ns per packet, median of {rounds} interleaved rounds; CPU: {}",
-        cpu.unwrap_or_default()
+        support::cpu_model()
     );
     let mut cases = Vec::new();
     for kind in KINDS {

@@ -5,7 +5,9 @@
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use leakgate_baselines::{hammer, Gate};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
 /// Criterion with `warm_up` of warm-up, `measure` of measurement and `samples` samples per
 /// benchmark: the three settings the benchmarks choose by how noisy their operation is.
@@ -38,4 +40,43 @@ pub(crate) fn rounds_or_criterion(var: &str, interleaved: fn(usize), benches: fn
             Criterion::default().configure_from_args().final_summary();
         }
     }
+}
+
+/// Runs `work` on `threads` threads started together, each given the stop flag and returning
+/// how much it did; with `slice`, the flag is raised after about `slice`. The wall time from
+/// the start to the last thread's end, and the threads' total.
+#[allow(dead_code, reason = "only the meters' packet benches use it")]
+pub(crate) fn threads_run(
+    threads: usize,
+    slice: Option<Duration>,
+    work: impl Fn(&AtomicBool) -> u64 + Sync,
+) -> (Duration, u64) {
+    let (stop, barrier, work) = (AtomicBool::new(false), Barrier::new(threads + 1), &work);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (stop, barrier) = (&stop, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    work(stop)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        if let Some(slice) = slice {
+            std::thread::sleep(slice);
+            stop.store(true, Ordering::Relaxed);
+        }
+        let n = workers.into_iter().map(|w| w.join().expect("bench thread panicked")).sum();
+        (start.elapsed(), n)
+    })
+}
+
+/// The CPU's model name (`/proc/cpuinfo`), for a printed table; empty where it cannot be read.
+#[allow(dead_code, reason = "only the benches that print a table use it")]
+pub(crate) fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let line = info.lines().find(|l| l.starts_with("model name")).unwrap_or("");
+    line.split(':').nth(1).unwrap_or("").trim().to_string()
 }
