@@ -13,7 +13,7 @@
 //!   take, and their bound) and `leakgate_keys_refused_total` (new keys refused for want of room).
 
 use crate::limits::Limits;
-use crate::metrics::{ExtraCounts, Listener, LATENCY_BOUNDS_NS};
+use crate::metrics::{ExtraCounts, Listener, ListenerSnapshot, LATENCY_BOUNDS_NS};
 use leakgate::Clock;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -83,25 +83,18 @@ pub(crate) fn render<C: Clock + 'static>(limits: &Limits<C>) -> String {
             let _ = writeln!(out, "{name}{{rule=\"{}\"}} {}", label(path), value(row));
         }
     }
-    family(
-        &mut out,
-        "leakgate_requests_total",
-        "counter",
-        "Requests (RESP: commands) per listener.",
-    );
     let snapshots: Vec<_> =
         Listener::ALL.iter().map(|&l| (l.name(), limits.metrics.listener(l).snapshot())).collect();
-    for (name, s) in &snapshots {
-        let _ = writeln!(out, "leakgate_requests_total{{listener=\"{name}\"}} {}", s.requests);
-    }
-    family(
-        &mut out,
-        "leakgate_request_errors_total",
-        "counter",
-        "Requests answered with an error.",
-    );
-    for (name, s) in &snapshots {
-        let _ = writeln!(out, "leakgate_request_errors_total{{listener=\"{name}\"}} {}", s.errors);
+    type Count = fn(&ListenerSnapshot) -> u64;
+    let listener_families: [(&str, &str, Count); 2] = [
+        ("leakgate_requests_total", "Requests (RESP: commands) per listener.", |s| s.requests),
+        ("leakgate_request_errors_total", "Requests answered with an error.", |s| s.errors),
+    ];
+    for (name, help, value) in listener_families {
+        family(&mut out, name, "counter", help);
+        for (listener, s) in &snapshots {
+            let _ = writeln!(out, "{name}{{listener=\"{listener}\"}} {}", value(s));
+        }
     }
     family(
         &mut out,
