@@ -23,33 +23,25 @@ pub(super) trait GreenTake {
     fn take_green_at(&self, n: u64, now_ns: u64) -> bool;
 }
 
-impl<C: Clock> GreenTake for SrTcm<C> {
-    #[inline]
-    fn exact_at(&self, bytes: u64, now_ns: u64) -> Color {
-        self.color_blind_at(bytes, now_ns)
-    }
-    #[inline]
-    fn green_room_at(&self, n: u64, now_ns: u64) -> bool {
-        SrTcm::green_room_at(self, n, now_ns)
-    }
-    fn take_green_at(&self, n: u64, now_ns: u64) -> bool {
-        SrTcm::take_green_at(self, n, now_ns)
-    }
+/// Both meters' own methods, under the names the lease path calls.
+macro_rules! green_take {
+    ($($meter:ident),*) => {$(
+        impl<C: Clock> GreenTake for $meter<C> {
+            #[inline]
+            fn exact_at(&self, bytes: u64, now_ns: u64) -> Color {
+                self.color_blind_at(bytes, now_ns)
+            }
+            #[inline]
+            fn green_room_at(&self, n: u64, now_ns: u64) -> bool {
+                $meter::green_room_at(self, n, now_ns)
+            }
+            fn take_green_at(&self, n: u64, now_ns: u64) -> bool {
+                $meter::take_green_at(self, n, now_ns)
+            }
+        }
+    )*};
 }
-
-impl<C: Clock> GreenTake for TrTcm<C> {
-    #[inline]
-    fn exact_at(&self, bytes: u64, now_ns: u64) -> Color {
-        self.color_blind_at(bytes, now_ns)
-    }
-    #[inline]
-    fn green_room_at(&self, n: u64, now_ns: u64) -> bool {
-        TrTcm::green_room_at(self, n, now_ns)
-    }
-    fn take_green_at(&self, n: u64, now_ns: u64) -> bool {
-        TrTcm::take_green_at(self, n, now_ns)
-    }
-}
+green_take!(SrTcm, TrTcm);
 
 /// The slots of a leased meter and the lease they hold.
 pub(super) struct GreenLeases {
