@@ -156,6 +156,24 @@ async fn throughput_owned(db: String, workers: usize, n: usize) -> f64 {
     throughput(&db, workers, n).await
 }
 
+/// `workers` workers on `db` (each its own handle), each running up to `concurrency` jobs at
+/// once, every job done, until the queue is empty: the jobs they ran.
+async fn drain(db: &str, workers: usize, concurrency: usize) -> u64 {
+    let mut running = Vec::new();
+    for _ in 0..workers {
+        let handle = Jobs::open(db).await.unwrap();
+        running.push(tokio::spawn(async move {
+            let worker = handle.worker().concurrency(concurrency).until_empty(true);
+            worker.run(|_| async { Outcome::Done }).await.unwrap().done
+        }));
+    }
+    let mut done = 0;
+    for r in running {
+        done += r.await.unwrap();
+    }
+    done
+}
+
 /// `n` jobs over 8 lanes, of priorities 0 to 3, with 3 schedules stored (ticking hourly: present
 /// in every claim, due in none), then `workers` workers (each its own handle) drain them.
 async fn throughput(db: &str, workers: usize, n: usize) -> f64 {
@@ -176,24 +194,7 @@ async fn throughput(db: &str, workers: usize, n: usize) -> f64 {
         jobs.add_all(batch).await.unwrap();
     }
     let t = Instant::now();
-    let mut running = Vec::new();
-    for _ in 0..workers {
-        let handle = Jobs::open(db).await.unwrap();
-        running.push(tokio::spawn(async move {
-            handle
-                .worker()
-                .concurrency(32)
-                .until_empty(true)
-                .run(|_| async { Outcome::Done })
-                .await
-                .unwrap()
-                .done
-        }));
-    }
-    let mut done = 0;
-    for r in running {
-        done += r.await.unwrap();
-    }
+    let done = drain(db, workers, 32).await;
     assert_eq!(done as usize, n);
     n as f64 / t.elapsed().as_secs_f64()
 }
@@ -248,22 +249,7 @@ async fn fleet(db: &str, n: usize) -> String {
     let jobs = Jobs::open(db).await.unwrap();
     jobs.set_rules(&LaneRules::from_toml("fleet = \"20/s burst 1\"").unwrap()).await.unwrap();
     jobs.add_all((0..n).map(|i| NewJob::new("fleet", format!("{i}"))).collect()).await.unwrap();
-    let mut running = Vec::new();
-    for _ in 0..3 {
-        let handle = Jobs::open(db).await.unwrap();
-        running.push(tokio::spawn(async move {
-            handle
-                .worker()
-                .concurrency(4)
-                .until_empty(true)
-                .run(|_| async { Outcome::Done })
-                .await
-                .unwrap()
-        }));
-    }
-    for r in running {
-        r.await.unwrap();
-    }
+    drain(db, 3, 4).await;
     let mut starts: Vec<i64> =
         jobs.runs("fleet").await.unwrap().iter().map(|r| r.started_ns).collect();
     starts.sort();
