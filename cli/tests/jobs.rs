@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::leakgate;
+use common::{leakgate, worker};
 use leakgate_jobs::{Jobs, Run};
 use leakgate_test_support::postgres;
 use std::io::Write;
@@ -39,21 +39,6 @@ fn ok(args: &[&str], stdin: &[u8]) -> String {
     let out = run(args, stdin);
     assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
     text(&out.stdout)
-}
-
-/// A worker process: `leakgate jobs work --db DB EXTRA... -- sh -c SCRIPT`.
-fn worker(db: &str, extra: &[&str], script: &str) -> Child {
-    leakgate()
-        .args(["jobs", "work", "--db", db])
-        .args(extra)
-        .args(["--", "sh", "-c", script])
-        // Its folder of replies beside the database, so that a killed worker leaves none behind.
-        .env("TMPDIR", tmpdir_for(db))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("a worker runs")
 }
 
 fn runs(db: &str, lane: &str) -> Vec<Run> {
@@ -371,16 +356,6 @@ fn bad_input() {
         serde_json::from_str(&ok(&["jobs", "status", "--db", &db, "--json"], b"")).unwrap();
     assert_eq!(status["lanes"]["kept"]["waiting"].as_u64(), Some(1), "nothing stored was lost");
     assert_eq!(status["lanes"]["bytes"]["waiting"].as_u64(), Some(1));
-}
-
-/// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
-/// temporary directory, removed with it), else cargo's folder for test files under target/.
-fn tmpdir_for(db: &str) -> std::path::PathBuf {
-    match Path::new(db).parent() {
-        Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
-        // PostgreSQL: cargo's folder for integration tests, under target/, not /tmp.
-        _ => std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-    }
 }
 
 /// `leakgate jobs demo` (the README's first command) leaves nothing in the temporary folder:

@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{leakgate, text};
+use common::{alive, leakgate, text, wait_bounded, worker};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn run(args: &[&str], stdin: &str) -> Output {
@@ -42,42 +42,6 @@ fn status(db: &str) -> Value {
 
 fn db_in(dir: &Path) -> String {
     dir.join("jobs.db").to_str().unwrap().to_string()
-}
-
-fn worker(db: &str, extra: &[&str], script: &str) -> Child {
-    leakgate()
-        .args(["jobs", "work", "--db", db])
-        .args(extra)
-        .args(["--", "sh", "-c", script])
-        // Its folder of replies beside the database, so that a killed worker leaves none behind.
-        .env("TMPDIR", tmpdir_for(db))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_bounded(child: Child, bound: Duration) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(bound) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-            panic!("the worker did not exit within {bound:?}");
-        }
-    }
-}
-
-/// Whether `pid` is a live process (a zombie is not).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-    })
 }
 
 #[test]
@@ -257,14 +221,4 @@ fn a_command_replies_retry_after_or_slow_down() {
     assert_eq!(s["lanes"]["bank"]["scheduled"], 1, "waits its hour, in the database");
     assert_eq!(s["lanes"]["api"]["ready"], 1);
     assert!(s["lanes"]["api"]["next_slot_in_s"].as_f64().unwrap() > 3000.0, "the lane pauses");
-}
-
-/// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
-/// temporary directory, removed with it), else cargo's folder for test files under target/.
-fn tmpdir_for(db: &str) -> std::path::PathBuf {
-    match Path::new(db).parent() {
-        Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
-        // PostgreSQL: cargo's folder for integration tests, under target/, not /tmp.
-        _ => std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-    }
 }

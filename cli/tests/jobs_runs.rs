@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::{leakgate, text};
+use common::{alive, leakgate, text, wait_bounded, worker};
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn ok(args: &[&str]) -> String {
@@ -26,21 +26,6 @@ fn add(db: &str, lane: &str, payload: &str) {
     use std::io::Write;
     child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
     assert!(child.wait().unwrap().success());
-}
-
-/// `leakgate jobs work --db DB EXTRA... -- sh -c SCRIPT`, stderr piped.
-fn worker(db: &str, extra: &[&str], script: &str) -> Child {
-    leakgate()
-        .args(["jobs", "work", "--db", db])
-        .args(extra)
-        .args(["--", "sh", "-c", script])
-        // Its folder of replies beside the database, so that a killed worker leaves none behind.
-        .env("TMPDIR", tmpdir_for(db))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// A command that writes its own pid and its child's (which ignore SIGTERM when `stubborn`),
@@ -63,16 +48,6 @@ fn pids(dir: &Path) -> [i32; 2] {
         }
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Whether `pid` is a live process (a zombie waiting to be reaped by someone else is not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-        }
-        Err(_) => false,
     }
 }
 
@@ -139,21 +114,6 @@ fn a_run_past_its_timeout_is_stopped_with_its_group_and_fails() {
     assert!(dead.contains("timed out after 1s"), "{dead}");
 }
 
-fn wait_bounded(child: Child, bound: Duration) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(bound) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-            panic!("the worker did not exit within {bound:?}");
-        }
-    }
-}
-
 /// A line per finished run (id, lane, attempt, outcome, time) on stderr, none with --quiet;
 /// `status` explains its columns.
 #[test]
@@ -202,13 +162,4 @@ fn rules_check_knows_the_jobs_options() {
     let out = leakgate().args(["rules", "check", rules.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("may also set max_in_flight and max_waiting"), "{:?}", out);
-}
-
-/// Where a worker on `db` keeps its folder of replies: beside a SQLite file (in the test's
-/// temporary directory, removed with it), else the usual place.
-fn tmpdir_for(db: &str) -> std::path::PathBuf {
-    match Path::new(db).parent() {
-        Some(dir) if !db.starts_with("postgres") => dir.to_path_buf(),
-        _ => std::env::temp_dir(),
-    }
 }
