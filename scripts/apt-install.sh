@@ -1,6 +1,7 @@
-# Sourced by the scripts/ensure-*.sh installers: `apt_install PACKAGE...` installs Debian packages
-# quietly (as root in CI, elsewhere through sudo), and `stop_service NAME` stops a system service
-# a package may have started (the tests start their own servers on free loopback ports).
+# Sourced by the scripts/ensure-*.sh installers and ffi/tests/c/run.sh: `apt_install PACKAGE...`
+# installs Debian packages quietly (as root in CI, elsewhere through sudo), and `stop_service
+# NAME` stops a system service a package may have started (the tests start their own servers on
+# free loopback ports).
 
 # Runs its command as root: directly when this is root, through sudo otherwise.
 as_root() {

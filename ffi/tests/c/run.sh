@@ -6,12 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 if ! command -v cc >/dev/null 2>&1; then
-    echo "== installing gcc (apt-get)"
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
-    $sudo apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
+    source scripts/apt-install.sh
+    apt_install gcc libc6-dev
 fi
 cargo build -q -p leakgate-ffi
 target="${CARGO_TARGET_DIR:-target}"
