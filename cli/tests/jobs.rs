@@ -5,31 +5,12 @@
 
 mod common;
 
-use common::{leakgate, worker};
+use common::{leakgate, run, worker};
 use leakgate_jobs::{Jobs, Run};
 use leakgate_test_support::postgres;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = leakgate()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the leakgate binary runs");
-    let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&bytes);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

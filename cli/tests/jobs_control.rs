@@ -4,34 +4,20 @@
 
 mod common;
 
-use common::{alive, leakgate, text, wait_bounded, worker};
+use common::{alive, run, text, wait_bounded, worker};
 use serde_json::Value;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = leakgate()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    child.wait_with_output().unwrap()
-}
-
 fn ok(args: &[&str], stdin: &str) -> String {
-    let out = run(args, stdin);
+    let out = run(args, stdin.as_bytes());
     assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
     text(&out.stdout).trim().to_string()
 }
 
 /// A refusal: non-zero, with `why` on stderr.
 fn refused(args: &[&str], why: &str) {
-    let out = run(args, "x");
+    let out = run(args, b"x");
     assert!(!out.status.success(), "{args:?} was accepted");
     assert!(text(&out.stderr).contains(why), "{args:?}: {}", text(&out.stderr));
 }

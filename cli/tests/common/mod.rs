@@ -29,10 +29,26 @@ pub fn spawn_pace(args: &[&str]) -> Child {
 
 /// Runs `leakgate pace ARGS` on `input` to the end.
 pub fn pace(args: &[&str], input: &[u8]) -> Output {
-    let mut child = spawn_pace(args);
+    finish(spawn_pace(args), input)
+}
+
+/// Runs `leakgate ARGS` on `input` to the end, stdout and stderr piped.
+pub fn run(args: &[&str], input: &[u8]) -> Output {
+    let child = leakgate()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the leakgate binary runs");
+    finish(child, input)
+}
+
+/// Writes `input` to `child`'s piped stdin and closes it, then waits for its output. A thread
+/// writes, so a large input cannot dead-lock against a full stdout pipe.
+fn finish(mut child: Child, input: &[u8]) -> Output {
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
-    // A thread writes, so a large input cannot dead-lock against a full stdout pipe.
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(&input);
     });
