@@ -19,18 +19,7 @@ fn contended(c: &mut Criterion) {
             group.throughput(Throughput::Elements(threads as u64));
             let lim = scenario.leakgate(TscClock::new());
             support::shared_gate(&mut group, &format!("leakgate/{name}"), threads, &lim);
-            support::shared_gate(
-                &mut group,
-                &format!("governor/{name}"),
-                threads,
-                &scenario.governor(),
-            );
-            support::shared_gate(
-                &mut group,
-                &format!("mutex_bucket/{name}"),
-                threads,
-                &scenario.mutex_bucket(),
-            );
+            support::baselines(&mut group, name, threads, scenario);
         }
     }
     group.finish();

@@ -22,18 +22,7 @@ fn leased(c: &mut Criterion) {
             support::shared_gate(&mut group, &format!("leakgate/{name}"), threads, &lim);
             let leased = scenario.leased(TscClock::new());
             support::shared_gate(&mut group, &format!("leased/{name}"), threads, &leased);
-            support::shared_gate(
-                &mut group,
-                &format!("governor/{name}"),
-                threads,
-                &scenario.governor(),
-            );
-            support::shared_gate(
-                &mut group,
-                &format!("mutex_bucket/{name}"),
-                threads,
-                &scenario.mutex_bucket(),
-            );
+            support::baselines(&mut group, name, threads, scenario);
         }
     }
     let q = Quota::per_second(1_000_000).and_then(|q| q.with_burst(1_000)).expect("a quota");

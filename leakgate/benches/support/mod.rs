@@ -4,7 +4,7 @@
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
-use leakgate_baselines::{hammer, Gate};
+use leakgate_baselines::{hammer, Gate, Scenario};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -27,6 +27,19 @@ pub(crate) fn shared_gate(
     group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
         b.iter_custom(|iters| hammer(gate, threads, iters))
     });
+}
+
+/// The baselines every comparison of one shared gate includes, governor and a mutex token
+/// bucket, in `scenario` at `threads` threads, named `governor/NAME` and `mutex_bucket/NAME`.
+#[allow(dead_code, reason = "only the benches of a shared gate use it")]
+pub(crate) fn baselines(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    threads: usize,
+    scenario: Scenario,
+) {
+    shared_gate(group, &format!("governor/{name}"), threads, &scenario.governor());
+    shared_gate(group, &format!("mutex_bucket/{name}"), threads, &scenario.mutex_bucket());
 }
 
 /// The `main` of a bench with an interleaved mode: `interleaved(rounds)` when the environment
