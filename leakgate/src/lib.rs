@@ -265,7 +265,7 @@ pub use keyed::{
     CapacityError, KeyState, KeyedLimiter, OverflowPolicy, DEFAULT_CAPACITY, MAX_CAPACITY,
 };
 #[cfg(feature = "std")]
-pub use leased::{LeasedLimiter, Leases};
+pub use leased::{LeasedLimiter, Leases, LocalLease};
 pub use limiter::Limiter;
 #[cfg(feature = "alloc")]
 pub use manual_clock::ManualClock;
