@@ -80,7 +80,8 @@ pub unsafe extern "C" fn lg_leased_srtcm_new(
     guard(|| {
         let (cir, cbs) = read_committed(committed)?;
         raw::write_handle(out, || {
-            let meter = SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map_err(|_| Error::Quota)?;
+            let meter =
+                SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map_err(|_| Error::Quota)?;
             Ok(LgLeasedSrTcm(LeasedSrTcm::from_meter(meter, Leases::new())))
         })?;
         Ok(LG_OK)
@@ -182,7 +183,8 @@ pub unsafe extern "C" fn lg_leased_trtcm_new(
     guard(|| {
         let (peak, committed) = (quota::read(peak)?, quota::read(committed)?);
         raw::write_handle(out, || {
-            let meter = TrTcm::with_clock(peak, committed, ProcessClock).map_err(|_| Error::Quota)?;
+            let meter =
+                TrTcm::with_clock(peak, committed, ProcessClock).map_err(|_| Error::Quota)?;
             Ok(LgLeasedTrTcm(LeasedTrTcm::from_meter(meter, Leases::new())))
         })?;
         Ok(LG_OK)
@@ -272,7 +274,10 @@ mod tests {
     fn two_threads_at_one_instant_keep_the_bound() {
         let cbs = 1_000_000;
         let mut m = null_mut();
-        assert_eq!(unsafe { lg_leased_srtcm_new(&bytes(1_000_000_000, cbs), 64_000, &mut m) }, LG_OK);
+        assert_eq!(
+            unsafe { lg_leased_srtcm_new(&bytes(1_000_000_000, cbs), 64_000, &mut m) },
+            LG_OK
+        );
         let meter = m as usize;
         let now = crate::lg_now_ns();
         let counts: Vec<[u64; 3]> = std::thread::scope(|s| {

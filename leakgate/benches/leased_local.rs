@@ -54,12 +54,19 @@ where
     elapsed.as_nanos() as f64 / decisions.max(1) as f64
 }
 
-const NAMES: [&str; 6] =
-    ["governor", "leakgate (exact)", "leased check", "leased local", "floor: tsc+rmw", "floor: dec"];
+const NAMES: [&str; 6] = [
+    "governor",
+    "leakgate (exact)",
+    "leased check",
+    "leased local",
+    "floor: tsc+rmw",
+    "floor: dec",
+];
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let (rounds, slice) = if quick { (3, Duration::from_millis(20)) } else { (9, Duration::from_millis(60)) };
+    let (rounds, slice) =
+        if quick { (3, Duration::from_millis(20)) } else { (9, Duration::from_millis(60)) };
     let governor = Scenario::Allowed.governor();
     let exact = Scenario::Allowed.leakgate(TscClock::new());
     let leased = Scenario::Allowed.leased(TscClock::new());
@@ -68,7 +75,9 @@ fn main() {
     let clock = TscClock::new();
     let words: Vec<CachePadded<AtomicU64>> =
         (0..2).map(|_| CachePadded::new(AtomicU64::new(u64::MAX))).collect();
-    println!("allowed: one limiter, every decision admitted; median ns/decision over {rounds} rounds");
+    println!(
+        "allowed: one limiter, every decision admitted; median ns/decision over {rounds} rounds"
+    );
     for threads in [1usize, 2] {
         let mut samples = vec![Vec::new(); NAMES.len()];
         for _ in 0..rounds {
@@ -94,7 +103,10 @@ fn main() {
         }
         let ns: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         for (name, ns_i) in NAMES.iter().zip(&ns) {
-            println!("{threads} thread(s)  {name:<18} {ns_i:>7.2} ns  {:>5.2}x governor", ns_i / ns[0]);
+            println!(
+                "{threads} thread(s)  {name:<18} {ns_i:>7.2} ns  {:>5.2}x governor",
+                ns_i / ns[0]
+            );
         }
     }
     println!("denied (one an hour): median ns/decision");
@@ -110,7 +122,10 @@ fn main() {
         }
         let ns: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         for (name, ns_i) in ["governor", "leased check", "leased local"].iter().zip(&ns) {
-            println!("{threads} thread(s)  {name:<18} {ns_i:>7.2} ns  {:>5.2}x governor", ns_i / ns[0]);
+            println!(
+                "{threads} thread(s)  {name:<18} {ns_i:>7.2} ns  {:>5.2}x governor",
+                ns_i / ns[0]
+            );
         }
     }
 }

@@ -58,7 +58,8 @@ mod tests {
         lim.set_quota("1000/ms burst 2000".parse().unwrap());
         assert_eq!(lim.lease_units(), 500);
         // The lease's 249 units are gone; the bucket's 750 available stay 750.
-        let admitted: u64 = (0..2000).map(|_| u64::from(lim.check_n_at_slot(0, 1, 0).is_ok())).sum();
+        let admitted: u64 =
+            (0..2000).map(|_| u64::from(lim.check_n_at_slot(0, 1, 0).is_ok())).sum();
         assert_eq!(admitted, 750);
     }
 }
