@@ -90,6 +90,21 @@ static void lg_leased_burst(struct meter *m, long colours[3]) {
         for (int i = 0; i < BURST; i++) colours[lg_leased_trtcm_color_blind_at(m->lg_leased_tr, PACKET, now) & 3]++;
 }
 
+/* The same, each thread naming its slot (its index, as a pinned core passes its number): no
+   thread-local lookup. */
+static _Thread_local size_t my_slot;
+
+static void lg_leased_slot_burst(struct meter *m, long colours[3]) {
+    uint64_t now = lg_now_ns();
+    size_t slot = my_slot;
+    if (m->kind == SR)
+        for (int i = 0; i < BURST; i++)
+            colours[lg_leased_srtcm_color_blind_at_slot(m->lg_leased_sr, slot, PACKET, now) & 3]++;
+    else
+        for (int i = 0; i < BURST; i++)
+            colours[lg_leased_trtcm_color_blind_at_slot(m->lg_leased_tr, slot, PACKET, now) & 3]++;
+}
+
 /* The exclusive functions: the meter is this thread's alone (one meter per core or queue, as
    an rte_meter is), so leakgate reads and writes its words without atomic read-modify-writes. */
 static void lg_excl_burst(struct meter *m, long colours[3]) {
@@ -177,12 +192,14 @@ struct worker {
     struct start_line *start;
     long colours[3];
     double began, ended;
+    int index;
 };
 
 static void *work(void *arg) {
     struct worker *w = arg;
     wait_for_all(w->start);
     w->began = wall_ns();
+    my_slot = (size_t)w->index;
     for (long b = 0; b < slice_bursts; b++) w->fn(w->meter, w->colours);
     w->ended = wall_ns();
     return NULL;
@@ -195,7 +212,7 @@ static double slice(struct meter *m, burst_fn fn, int threads, long seen[3]) {
     struct worker w[MAX_THREADS];
     struct start_line start = {0, threads};
     for (int t = 0; t < threads; t++) {
-        w[t] = (struct worker){m, fn, &start, {0, 0, 0}, 0, 0};
+        w[t] = (struct worker){m, fn, &start, {0, 0, 0}, 0, 0, t};
         pthread_create(&tid[t], NULL, work, &w[t]);
     }
     double began = 0, ended = 0;
@@ -295,12 +312,14 @@ static int setup(struct contender *c) {
     c[n++] = (struct contender){.name = "leakgate _excl (C ABI)", .fn = lg_excl_burst, .threads = 1};
     c[n++] = (struct contender){.name = "floor: 2 lock cmpxchg", .fn = floor_burst, .threads = 1, .green_only = 1};
     c[n++] = (struct contender){.name = "leakgate leased (C ABI)", .fn = lg_leased_burst, .threads = 1};
+    c[n++] = (struct contender){.name = "leakgate leased, slot given", .fn = lg_leased_slot_burst, .threads = 1};
 #ifndef NO_DPDK
     c[n++] = (struct contender){.name = "rte_meter + mutex per packet", .fn = rte_locked_packet, .threads = 2};
     c[n++] = (struct contender){.name = "rte_meter + mutex per burst", .fn = rte_locked_burst, .threads = 2};
 #endif
     c[n++] = (struct contender){.name = "leakgate (C ABI), lock-free", .fn = lg_burst, .threads = 2};
     c[n++] = (struct contender){.name = "leakgate leased (C ABI)", .fn = lg_leased_burst, .threads = 2};
+    c[n++] = (struct contender){.name = "leakgate leased, slot given", .fn = lg_leased_slot_burst, .threads = 2};
     return n;
 }
 

@@ -619,6 +619,18 @@ lg_color lg_leased_srtcm_color_blind_at(const lg_leased_srtcm *meter,
                                         uint64_t bytes,
                                         uint64_t now_ns);
 
+// `lg_leased_srtcm_color_blind_at` with the lease of slot `slot` (modulo the number of
+// slots) instead of the calling thread's: for a caller that knows which packets run together
+// (a thread pinned to a core or a queue passes its number; no thread-local lookup). The bound
+// holds whatever slots callers name; callers sharing a slot share its cache line.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_srtcm_color_blind_at_slot(const lg_leased_srtcm *meter,
+                                             size_t slot,
+                                             uint64_t bytes,
+                                             uint64_t now_ns);
+
 // The colour of a packet of `bytes` that arrives coloured `pre`, at `now_ns` (a reading of
 // `lg_now_ns`), colour-aware (as
 // `lg_srtcm_color_aware_at`).
@@ -674,6 +686,16 @@ lg_color lg_leased_trtcm_color_blind(const lg_leased_trtcm *meter, uint64_t byte
 lg_color lg_leased_trtcm_color_blind_at(const lg_leased_trtcm *meter,
                                         uint64_t bytes,
                                         uint64_t now_ns);
+
+// `lg_leased_trtcm_color_blind_at` with the lease of slot `slot` (modulo the number of
+// slots) instead of the calling thread's, as `lg_leased_srtcm_color_blind_at_slot`.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_trtcm_color_blind_at_slot(const lg_leased_trtcm *meter,
+                                             size_t slot,
+                                             uint64_t bytes,
+                                             uint64_t now_ns);
 
 // The colour of a packet of `bytes` that arrives coloured `pre`, at `now_ns`, colour-aware (as
 // `lg_trtcm_color_aware_at`).

@@ -127,6 +127,35 @@ pub unsafe extern "C" fn lg_leased_srtcm_color_blind_at(
     guard_color(move || Ok(raw::handle(meter)?.0.color_blind_at(bytes, now_ns)))
 }
 
+/// [`lg_leased_srtcm_color_blind_at`] with the lease of slot `slot` (modulo the number of
+/// slots) instead of the calling thread's: for a caller that knows which packets run together
+/// (a thread pinned to a core or a queue passes its number; no thread-local lookup). The bound
+/// holds whatever slots callers name; callers sharing a slot share its cache line.
+///
+/// # Safety
+/// `meter` a live handle ([the pointer rules](crate#pointers)).
+///
+/// ```
+/// use leakgate_ffi::*;
+/// let (mut cir, mut meter) = (LgQuota::default(), std::ptr::null_mut());
+/// unsafe {
+///     lg_quota_bytes(1_000_000_000, 1_000_000_000, 1_000_000, &mut cir);
+///     assert_eq!(lg_leased_srtcm_new(&cir, 0, &mut meter), LG_OK);
+///     let now = lg_now_ns();
+///     assert_eq!(lg_leased_srtcm_color_blind_at_slot(meter, 3, 64, now), LG_GREEN);
+///     lg_leased_srtcm_free(meter);
+/// }
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn lg_leased_srtcm_color_blind_at_slot(
+    meter: *const LgLeasedSrTcm,
+    slot: usize,
+    bytes: u64,
+    now_ns: u64,
+) -> LgColor {
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind_at_slot(slot, bytes, now_ns)))
+}
+
 /// The colour of a packet of `bytes` that arrives coloured `pre`, at `now_ns` (a reading of
 /// [`lg_now_ns`](crate::lg_now_ns)), colour-aware (as
 /// [`lg_srtcm_color_aware_at`](crate::lg_srtcm_color_aware_at)).
@@ -230,6 +259,21 @@ pub unsafe extern "C" fn lg_leased_trtcm_color_blind_at(
     guard_color(move || Ok(raw::handle(meter)?.0.color_blind_at(bytes, now_ns)))
 }
 
+/// [`lg_leased_trtcm_color_blind_at`] with the lease of slot `slot` (modulo the number of
+/// slots) instead of the calling thread's, as [`lg_leased_srtcm_color_blind_at_slot`].
+///
+/// # Safety
+/// `meter` a live handle ([the pointer rules](crate#pointers)).
+#[no_mangle]
+pub unsafe extern "C" fn lg_leased_trtcm_color_blind_at_slot(
+    meter: *const LgLeasedTrTcm,
+    slot: usize,
+    bytes: u64,
+    now_ns: u64,
+) -> LgColor {
+    guard_color(move || Ok(raw::handle(meter)?.0.color_blind_at_slot(slot, bytes, now_ns)))
+}
+
 /// The colour of a packet of `bytes` that arrives coloured `pre`, at `now_ns`, colour-aware (as
 /// [`lg_trtcm_color_aware_at`](crate::lg_trtcm_color_aware_at)).
 /// [`LG_COLOR_ERROR`](crate::LG_COLOR_ERROR) for a NULL meter or a `pre` other than 0, 1, 2.
@@ -319,10 +363,11 @@ mod tests {
             assert_eq!(lg_leased_srtcm_color_aware_at(sr, 1, 3, 0), LG_COLOR_ERROR);
             assert_eq!(lg_leased_trtcm_new(&q, &q, &mut tr), LG_OK);
             assert_eq!(lg_leased_trtcm_color_blind_at(tr, 600, 0), LG_GREEN);
-            assert_eq!(lg_leased_trtcm_color_blind_at(tr, 600, 0), LG_RED);
+            assert_eq!(lg_leased_trtcm_color_blind_at_slot(tr, 5, 600, 0), LG_RED);
             assert_eq!(lg_leased_trtcm_color_aware_at(tr, 300, LG_YELLOW, 0), LG_YELLOW);
             assert_eq!(lg_leased_trtcm_color_aware_at(tr, 1, 7, 0), LG_COLOR_ERROR);
             assert_eq!(lg_leased_srtcm_color_blind(null(), 1), LG_COLOR_ERROR);
+            assert_eq!(lg_leased_srtcm_color_blind_at_slot(null(), 0, 1, 0), LG_COLOR_ERROR);
             assert_eq!(lg_leased_trtcm_color_blind(null(), 1), LG_COLOR_ERROR);
             assert_eq!(lg_leased_trtcm_excess_bound(null()), 0);
             assert_eq!(lg_leased_trtcm_new(null(), &q, &mut tr), crate::LG_ERR_NULL);

@@ -124,8 +124,9 @@ pub use keyed_trtcm::{
 };
 pub use leased_meters::{
     lg_leased_srtcm_color_aware_at, lg_leased_srtcm_color_blind, lg_leased_srtcm_color_blind_at,
-    lg_leased_srtcm_excess_bound, lg_leased_srtcm_free, lg_leased_srtcm_new,
-    lg_leased_trtcm_color_aware_at, lg_leased_trtcm_color_blind, lg_leased_trtcm_color_blind_at,
+    lg_leased_srtcm_color_blind_at_slot, lg_leased_srtcm_excess_bound, lg_leased_srtcm_free,
+    lg_leased_srtcm_new, lg_leased_trtcm_color_aware_at, lg_leased_trtcm_color_blind,
+    lg_leased_trtcm_color_blind_at, lg_leased_trtcm_color_blind_at_slot,
     lg_leased_trtcm_excess_bound, lg_leased_trtcm_free, lg_leased_trtcm_new, LgLeasedSrTcm,
     LgLeasedTrTcm,
 };
