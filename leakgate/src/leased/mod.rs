@@ -39,7 +39,9 @@
 //!
 //! A unit from a lease: a clock reading, a thread-local read, one load and one CAS of a line no
 //! other core writes. A new lease: the above, one load and one CAS on the slot, and one check of
-//! the shared word. A refusal: two loads of the shared word and no write.
+//! the shared word. A refusal: two loads of the shared word and no write. A unit from a
+//! [`LocalLease`]: a compare and a decrement of the handle's own counter and one load of the
+//! epoch (a word only a change of quota writes); no clock reading.
 //!
 //! # A thread's own handle
 //!
