@@ -1,8 +1,9 @@
 //! `LocalLease` (a thread's own handle on a `LeasedLimiter`) and `LeasedLimiter::set_quota`
 //! against the stated bound: handles made and dropped at random, beside checks on the slots, and
 //! changes of quota between two quotas, on a manual clock; in every window `[t1, t2]` at most
-//! `burst + rate * (t2 - t1) + E` with the larger burst, rate and `E` of the two quotas. With
-//! leases off a handle decides exactly as a plain GCRA model.
+//! `burst + rate * (t2 - t1) + E` with the larger burst, rate and `E` of the two quotas, and from
+//! the last change on with the new quota's alone. With leases off a handle decides exactly as a
+//! plain GCRA model.
 
 use leakgate::{Clock, LeasedLimiter, Leases, LocalLease, ManualClock, Quota};
 use proptest::prelude::*;
@@ -82,6 +83,9 @@ proptest! {
         let mut in_force = 0;
         let mut now = 0u64;
         let mut admitted = Vec::new();
+        // Admissions from the last change of quota on: under the new quota alone (one thread:
+        // every lease taken before the change is dropped by it or at the handle's next check).
+        let mut since_change = 0;
         for (op, n, dt) in steps {
             now += dt;
             clock.set(Duration::from_nanos(now));
@@ -98,6 +102,7 @@ proptest! {
                 6 => {
                     in_force = 1 - in_force;
                     lim.set_quota(quotas[in_force]);
+                    since_change = admitted.len();
                     false
                 }
                 _ => lim.check_n_at(n, now).is_ok(),
@@ -108,6 +113,8 @@ proptest! {
         }
         let burst = bursts[0].max(bursts[1]);
         assert_bound(burst, rates[0].max(rates[1]), e, &admitted);
+        let now_e = lim.excess_bound();
+        assert_bound(bursts[in_force], rates[in_force], now_e, &admitted[since_change..]);
     }
 
     /// A rate too slow for leases: a handle's every decision is the plain model's.
@@ -208,4 +215,23 @@ fn a_handle_takes_its_slots_place_in_the_bound() {
     let mut at_t1 = (0..5_000).filter(|_| local.check().is_ok()).count() as u64;
     at_t1 += (0..5_000).filter(|_| lim.check_n_at_slot(0, 1, now).is_ok()).count() as u64;
     assert!(at_t1 <= 1_000 + lim.excess_bound(), "{at_t1}");
+}
+
+#[test]
+fn after_a_change_old_leases_are_not_spent() {
+    // A quota's leases of 250 (a handle's and a slot's) then a change to a burst of 20 (leases
+    // of 5) at the same instant: from then on the new quota alone, 20 units (its burst, less
+    // than the 500 the bucket had), none of the 498 units left in the two old leases.
+    let fast: Quota = "1000/ms burst 1000".parse().unwrap();
+    let lim = LeasedLimiter::with_leases(fast, ManualClock::new(), Leases::new().slots(2));
+    let mut local = lim.local_at(0);
+    assert!(local.check().is_ok());
+    assert!(lim.check_n_at_slot(1, 1, 0).is_ok());
+    lim.set_quota("1000/ms burst 20".parse().unwrap());
+    assert_eq!(lim.lease_units(), 5);
+    let after = (0..1_000).filter(|_| local.check().is_ok()).count()
+        + (0..1_000).filter(|_| lim.check_n_at_slot(1, 1, 0).is_ok()).count();
+    assert_eq!(after, 20);
+    drop(local);
+    assert!(lim.check_n_at_slot(0, 1, 0).is_err(), "a dropped handle gives back no old units");
 }
