@@ -271,7 +271,7 @@ pub use limiter::Limiter;
 pub use manual_clock::ManualClock;
 pub use meter::{Color, MeterError, SrTcm, TrTcm};
 #[cfg(feature = "std")]
-pub use meter::{KeyedSrTcm, KeyedTrTcm, LeasedSrTcm, LeasedTrTcm};
+pub use meter::{KeyedSrTcm, KeyedTrTcm, LeasedMeter, LeasedSrTcm, LeasedTrTcm, LocalMeter};
 pub use parse_message::ParseMessage;
 #[cfg(feature = "std")]
 pub use queue::{Reservation, WaitPolicy};

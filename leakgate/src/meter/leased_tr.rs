@@ -58,15 +58,15 @@ use crossbeam_utils::CachePadded;
 /// ```
 pub struct LeasedTrTcm<C: Clock = TscClock> {
     /// The shared meter: every lease is one green take of it, every other packet its decision.
-    exact: TrTcm<C>,
+    pub(super) exact: TrTcm<C>,
     /// The slots, a power of two of them, each alone on its cache line.
-    slots: Box<[CachePadded<Slot>]>,
+    pub(super) slots: Box<[CachePadded<Slot>]>,
     /// `slots.len() - 1`.
-    mask: usize,
+    pub(super) mask: usize,
     /// Green units one lease takes (at least 2), or 0: leases off.
-    lease: u64,
+    pub(super) lease: u64,
     /// How long a lease lives, in ns of the clock.
-    span_ns: u64,
+    pub(super) span_ns: u64,
 }
 
 impl LeasedTrTcm<TscClock> {
