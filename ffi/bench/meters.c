@@ -12,7 +12,8 @@
  * green packet does. On 2 threads sharing one meter: rte_meter is not thread-safe, so it is
  * behind a pthread mutex, taken per packet or per burst; leakgate's meters are lock-free and
  * shared as they are; and the leased meters (lg_leased_srtcm, lg_leased_trtcm: green packets
- * from per-thread-slot leases of green bytes, on 1 and 2 threads). ns per packet is wall time
+ * from per-thread-slot leases of green bytes, on 1 and 2 threads; and through each thread's own
+ * handle, lg_leased_*_local). ns per packet is wall time
  * over the packets of all threads.
  *
  * Then a bound check: 2 threads race for a committed burst of 100 packets at one time, 200
@@ -103,6 +104,25 @@ static void lg_leased_slot_burst(struct meter *m, long colours[3]) {
     else
         for (int i = 0; i < BURST; i++)
             colours[lg_leased_trtcm_color_blind_at_slot(m->lg_leased_tr, slot, PACKET, now) & 3]++;
+}
+
+/* Each thread's own handle on the leased meter (lg_leased_*_local): a green packet is a
+   subtraction from the handle's lease, no atomic write. Made at the thread's first burst and
+   freed when the thread's slice ends (work()), giving its bytes back to its slot. */
+static _Thread_local lg_leased_srtcm_local *my_sr_local;
+static _Thread_local lg_leased_trtcm_local *my_tr_local;
+
+static void lg_local_burst(struct meter *m, long colours[3]) {
+    uint64_t now = lg_now_ns();
+    if (m->kind == SR) {
+        if (!my_sr_local && lg_leased_srtcm_local_new(m->lg_leased_sr, &my_sr_local) != LG_OK) exit(1);
+        lg_leased_srtcm_local *local = my_sr_local;
+        for (int i = 0; i < BURST; i++) colours[lg_leased_srtcm_local_color_blind_at(local, PACKET, now) & 3]++;
+    } else {
+        if (!my_tr_local && lg_leased_trtcm_local_new(m->lg_leased_tr, &my_tr_local) != LG_OK) exit(1);
+        lg_leased_trtcm_local *local = my_tr_local;
+        for (int i = 0; i < BURST; i++) colours[lg_leased_trtcm_local_color_blind_at(local, PACKET, now) & 3]++;
+    }
 }
 
 /* The exclusive functions: the meter is this thread's alone (one meter per core or queue, as
@@ -202,6 +222,10 @@ static void *work(void *arg) {
     my_slot = (size_t)w->index;
     for (long b = 0; b < slice_bursts; b++) w->fn(w->meter, w->colours);
     w->ended = wall_ns();
+    lg_leased_srtcm_local_free(my_sr_local);
+    lg_leased_trtcm_local_free(my_tr_local);
+    my_sr_local = NULL;
+    my_tr_local = NULL;
     return NULL;
 }
 
@@ -313,6 +337,7 @@ static int setup(struct contender *c) {
     c[n++] = (struct contender){.name = "floor: 2 lock cmpxchg", .fn = floor_burst, .threads = 1, .green_only = 1};
     c[n++] = (struct contender){.name = "leakgate leased (C ABI)", .fn = lg_leased_burst, .threads = 1};
     c[n++] = (struct contender){.name = "leakgate leased, slot given", .fn = lg_leased_slot_burst, .threads = 1};
+    c[n++] = (struct contender){.name = "leakgate leased, local handle", .fn = lg_local_burst, .threads = 1};
 #ifndef NO_DPDK
     c[n++] = (struct contender){.name = "rte_meter + mutex per packet", .fn = rte_locked_packet, .threads = 2};
     c[n++] = (struct contender){.name = "rte_meter + mutex per burst", .fn = rte_locked_burst, .threads = 2};
@@ -320,6 +345,7 @@ static int setup(struct contender *c) {
     c[n++] = (struct contender){.name = "leakgate (C ABI), lock-free", .fn = lg_burst, .threads = 2};
     c[n++] = (struct contender){.name = "leakgate leased (C ABI)", .fn = lg_leased_burst, .threads = 2};
     c[n++] = (struct contender){.name = "leakgate leased, slot given", .fn = lg_leased_slot_burst, .threads = 2};
+    c[n++] = (struct contender){.name = "leakgate leased, local handle", .fn = lg_local_burst, .threads = 2};
     return n;
 }
 

@@ -9,6 +9,7 @@ use crate::raw;
 use crate::srtcm::read_committed;
 use crate::status::{guard, guard_unit, Error, LgStatus, LG_OK};
 use leakgate::{LeasedSrTcm, LeasedTrTcm, Leases, SrTcm, TrTcm};
+use std::sync::Arc;
 
 /// An RFC 2697 srTCM shared by threads whose green packets are coloured from per-thread-slot
 /// leases of green bytes (C: `lg_leased_srtcm`, opaque): a lease is at most 1 ms of CIR (and
@@ -32,7 +33,7 @@ use leakgate::{LeasedSrTcm, LeasedTrTcm, Leases, SrTcm, TrTcm};
 ///     lg_leased_srtcm_free(meter);
 /// }
 /// ```
-pub struct LgLeasedSrTcm(LeasedSrTcm<ProcessClock>);
+pub struct LgLeasedSrTcm(pub(crate) Arc<LeasedSrTcm<ProcessClock>>);
 
 /// An RFC 2698 trTCM shared by threads whose green packets are coloured from per-thread-slot
 /// leases (C: `lg_leased_trtcm`, opaque), as [`LgLeasedSrTcm`] for an srTCM: a lease takes its
@@ -49,7 +50,7 @@ pub struct LgLeasedSrTcm(LeasedSrTcm<ProcessClock>);
 ///     lg_leased_trtcm_free(meter);
 /// }
 /// ```
-pub struct LgLeasedTrTcm(LeasedTrTcm<ProcessClock>);
+pub struct LgLeasedTrTcm(pub(crate) Arc<LeasedTrTcm<ProcessClock>>);
 
 /// Makes a leased srTCM of CIR and CBS `*committed` and EBS `ebs`, as
 /// [`lg_srtcm_new`](crate::lg_srtcm_new) does (CBS 0 allowed when EBS is not: then leases are
@@ -82,7 +83,7 @@ pub unsafe extern "C" fn lg_leased_srtcm_new(
         raw::write_handle(out, || {
             let meter =
                 SrTcm::with_bursts(cir, cbs, ebs, ProcessClock).map_err(|_| Error::Quota)?;
-            Ok(LgLeasedSrTcm(LeasedSrTcm::from_meter(meter, Leases::new())))
+            Ok(LgLeasedSrTcm(Arc::new(LeasedSrTcm::from_meter(meter, Leases::new()))))
         })?;
         Ok(LG_OK)
     })
@@ -214,7 +215,7 @@ pub unsafe extern "C" fn lg_leased_trtcm_new(
         raw::write_handle(out, || {
             let meter =
                 TrTcm::with_clock(peak, committed, ProcessClock).map_err(|_| Error::Quota)?;
-            Ok(LgLeasedTrTcm(LeasedTrTcm::from_meter(meter, Leases::new())))
+            Ok(LgLeasedTrTcm(Arc::new(LeasedTrTcm::from_meter(meter, Leases::new()))))
         })?;
         Ok(LG_OK)
     })
