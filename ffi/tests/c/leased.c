@@ -1,6 +1,7 @@
 /*
  * The leased colour meters from C (lg_leased_srtcm, lg_leased_trtcm): 4 threads colour one
- * meter at a frozen caller time; greens never pass CBS and fall short of it by at most E
+ * meter at a frozen caller time (through the meter, and each through its own handle,
+ * lg_leased_srtcm_local); greens never pass CBS and fall short of it by at most E
  * (bytes left in leases), yellows never pass EBS. Built and run by ffi/tests/c/run.sh
  * (scripts/test.sh runs it); prints a cargo-style "test result:" line.
  */
@@ -37,6 +38,15 @@ static void *sr_body(void *meter) {
 static void *tr_body(void *meter) {
     for (int i = 0; i < PACKETS; i++)
         atomic_fetch_add(&colours[lg_leased_trtcm_color_blind_at(meter, PACKET, frozen) & 3], 1);
+    return NULL;
+}
+
+static void *sr_local_body(void *meter) {
+    lg_leased_srtcm_local *local = NULL;
+    CHECK(lg_leased_srtcm_local_new(meter, &local) == LG_OK);
+    for (int i = 0; i < PACKETS; i++)
+        atomic_fetch_add(&colours[lg_leased_srtcm_local_color_blind_at(local, PACKET, frozen) & 3], 1);
+    lg_leased_srtcm_local_free(local);
     return NULL;
 }
 
@@ -81,7 +91,19 @@ int main(void) {
     printf("test leased_trtcm_keeps_its_bound ... %s\n", failures == before ? "ok" : "FAILED");
     failed += failures != before;
 
+    /* Each thread with its own handle (lg_leased_srtcm_local), freed when it is done (its bytes
+       go back to its slot). */
+    before = failures;
+    CHECK(lg_leased_srtcm_new(&cir, 64000, &sr) == LG_OK);
+    e = (long)lg_leased_srtcm_excess_bound(sr);
+    colour(sr_local_body, sr, bytes);
+    CHECK(bytes[LG_GREEN] <= 1000000 && bytes[LG_GREEN] >= 1000000 - e);
+    CHECK(bytes[LG_YELLOW] <= 64000);
+    lg_leased_srtcm_free(sr);
+    printf("test leased_srtcm_local_handles_keep_its_bound ... %s\n", failures == before ? "ok" : "FAILED");
+    failed += failures != before;
+
     printf("test result: %s. %d passed; %d failed; 0 ignored; 0 measured; 0 filtered out\n",
-           failed ? "FAILED" : "ok", 2 - failed, failed);
+           failed ? "FAILED" : "ok", 3 - failed, failed);
     return failed ? 1 : 0;
 }
