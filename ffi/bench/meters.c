@@ -11,7 +11,10 @@
  * in green the floor of the shared path: a loop doing only the two uncontended lock cmpxchg a
  * green packet does. On 2 threads sharing one meter: rte_meter is not thread-safe, so it is
  * behind a pthread mutex, taken per packet or per burst; leakgate's meters are lock-free and
- * shared as they are. ns per packet is wall time over the packets of all threads.
+ * shared as they are; and the leased meters (lg_leased_srtcm, lg_leased_trtcm: green packets
+ * from per-thread-slot leases of green bytes, on 1 and 2 threads; and through each thread's own
+ * handle, lg_leased_*_local). ns per packet is wall time
+ * over the packets of all threads.
  *
  * Then a bound check: 2 threads race for a committed burst of 100 packets at one time, 200
  * times; leakgate never colours more than 100 green, rte_meter without its lock may.
@@ -57,6 +60,8 @@ struct meter {
     enum kind kind;
     lg_srtcm *lg_sr;
     lg_trtcm *lg_tr;
+    lg_leased_srtcm *lg_leased_sr;
+    lg_leased_trtcm *lg_leased_tr;
 #ifndef NO_DPDK
     struct rte_meter_srtcm_profile sr_profile;
     struct rte_meter_trtcm_profile tr_profile;
@@ -74,6 +79,50 @@ static void lg_burst(struct meter *m, long colours[3]) {
         for (int i = 0; i < BURST; i++) colours[lg_srtcm_color_blind_at(m->lg_sr, PACKET, now) & 3]++;
     else
         for (int i = 0; i < BURST; i++) colours[lg_trtcm_color_blind_at(m->lg_tr, PACKET, now) & 3]++;
+}
+
+/* The leased meters: a green packet from the calling thread's slot's lease, no write to the
+   meter's words; every other packet the shared meter's decision. */
+static void lg_leased_burst(struct meter *m, long colours[3]) {
+    uint64_t now = lg_now_ns();
+    if (m->kind == SR)
+        for (int i = 0; i < BURST; i++) colours[lg_leased_srtcm_color_blind_at(m->lg_leased_sr, PACKET, now) & 3]++;
+    else
+        for (int i = 0; i < BURST; i++) colours[lg_leased_trtcm_color_blind_at(m->lg_leased_tr, PACKET, now) & 3]++;
+}
+
+/* The same, each thread naming its slot (its index, as a pinned core passes its number): no
+   thread-local lookup. */
+static _Thread_local size_t my_slot;
+
+static void lg_leased_slot_burst(struct meter *m, long colours[3]) {
+    uint64_t now = lg_now_ns();
+    size_t slot = my_slot;
+    if (m->kind == SR)
+        for (int i = 0; i < BURST; i++)
+            colours[lg_leased_srtcm_color_blind_at_slot(m->lg_leased_sr, slot, PACKET, now) & 3]++;
+    else
+        for (int i = 0; i < BURST; i++)
+            colours[lg_leased_trtcm_color_blind_at_slot(m->lg_leased_tr, slot, PACKET, now) & 3]++;
+}
+
+/* Each thread's own handle on the leased meter (lg_leased_*_local): a green packet is a
+   subtraction from the handle's lease, no atomic write. Made at the thread's first burst and
+   freed when the thread's slice ends (work()), giving its bytes back to its slot. */
+static _Thread_local lg_leased_srtcm_local *my_sr_local;
+static _Thread_local lg_leased_trtcm_local *my_tr_local;
+
+static void lg_local_burst(struct meter *m, long colours[3]) {
+    uint64_t now = lg_now_ns();
+    if (m->kind == SR) {
+        if (!my_sr_local && lg_leased_srtcm_local_new(m->lg_leased_sr, &my_sr_local) != LG_OK) exit(1);
+        lg_leased_srtcm_local *local = my_sr_local;
+        for (int i = 0; i < BURST; i++) colours[lg_leased_srtcm_local_color_blind_at(local, PACKET, now) & 3]++;
+    } else {
+        if (!my_tr_local && lg_leased_trtcm_local_new(m->lg_leased_tr, &my_tr_local) != LG_OK) exit(1);
+        lg_leased_trtcm_local *local = my_tr_local;
+        for (int i = 0; i < BURST; i++) colours[lg_leased_trtcm_local_color_blind_at(local, PACKET, now) & 3]++;
+    }
 }
 
 /* The exclusive functions: the meter is this thread's alone (one meter per core or queue, as
@@ -163,14 +212,20 @@ struct worker {
     struct start_line *start;
     long colours[3];
     double began, ended;
+    int index;
 };
 
 static void *work(void *arg) {
     struct worker *w = arg;
     wait_for_all(w->start);
     w->began = wall_ns();
+    my_slot = (size_t)w->index;
     for (long b = 0; b < slice_bursts; b++) w->fn(w->meter, w->colours);
     w->ended = wall_ns();
+    lg_leased_srtcm_local_free(my_sr_local);
+    lg_leased_trtcm_local_free(my_tr_local);
+    my_sr_local = NULL;
+    my_tr_local = NULL;
     return NULL;
 }
 
@@ -181,7 +236,7 @@ static double slice(struct meter *m, burst_fn fn, int threads, long seen[3]) {
     struct worker w[MAX_THREADS];
     struct start_line start = {0, threads};
     for (int t = 0; t < threads; t++) {
-        w[t] = (struct worker){m, fn, &start, {0, 0, 0}, 0, 0};
+        w[t] = (struct worker){m, fn, &start, {0, 0, 0}, 0, 0, t};
         pthread_create(&tid[t], NULL, work, &w[t]);
     }
     double began = 0, ended = 0;
@@ -207,7 +262,9 @@ static void make_meter(struct meter *m, enum kind kind, int green) {
     if (lg_quota_bytes(rate, 1000000000, size, &committed) != LG_OK ||
         lg_quota_bytes(rate, 1000000000, size, &peak) != LG_OK ||
         (kind == SR ? lg_srtcm_new(&committed, size, &m->lg_sr)
-                    : lg_trtcm_new(&peak, &committed, &m->lg_tr)) != LG_OK) {
+                    : lg_trtcm_new(&peak, &committed, &m->lg_tr)) != LG_OK ||
+        (kind == SR ? lg_leased_srtcm_new(&committed, size, &m->lg_leased_sr)
+                    : lg_leased_trtcm_new(&peak, &committed, &m->lg_leased_tr)) != LG_OK) {
         fprintf(stderr, "leakgate meter: bad quota\n");
         exit(1);
     }
@@ -231,6 +288,7 @@ static void make_meter(struct meter *m, enum kind kind, int green) {
         long drain[3] = {0, 0, 0};
         for (int i = 0; i < 200; i++) {
             lg_burst(m, drain);
+            lg_leased_burst(m, drain);
 #ifndef NO_DPDK
             rte_burst(m, drain);
 #endif
@@ -241,6 +299,8 @@ static void make_meter(struct meter *m, enum kind kind, int green) {
 static void free_meter(struct meter *m) {
     lg_srtcm_free(m->lg_sr);
     lg_trtcm_free(m->lg_tr);
+    lg_leased_srtcm_free(m->lg_leased_sr);
+    lg_leased_trtcm_free(m->lg_leased_tr);
     pthread_mutex_destroy(&m->lock);
 }
 
@@ -275,11 +335,17 @@ static int setup(struct contender *c) {
     c[n++] = (struct contender){.name = "leakgate (C ABI)", .fn = lg_burst, .threads = 1};
     c[n++] = (struct contender){.name = "leakgate _excl (C ABI)", .fn = lg_excl_burst, .threads = 1};
     c[n++] = (struct contender){.name = "floor: 2 lock cmpxchg", .fn = floor_burst, .threads = 1, .green_only = 1};
+    c[n++] = (struct contender){.name = "leakgate leased (C ABI)", .fn = lg_leased_burst, .threads = 1};
+    c[n++] = (struct contender){.name = "leakgate leased, slot given", .fn = lg_leased_slot_burst, .threads = 1};
+    c[n++] = (struct contender){.name = "leakgate leased, local handle", .fn = lg_local_burst, .threads = 1};
 #ifndef NO_DPDK
     c[n++] = (struct contender){.name = "rte_meter + mutex per packet", .fn = rte_locked_packet, .threads = 2};
     c[n++] = (struct contender){.name = "rte_meter + mutex per burst", .fn = rte_locked_burst, .threads = 2};
 #endif
     c[n++] = (struct contender){.name = "leakgate (C ABI), lock-free", .fn = lg_burst, .threads = 2};
+    c[n++] = (struct contender){.name = "leakgate leased (C ABI)", .fn = lg_leased_burst, .threads = 2};
+    c[n++] = (struct contender){.name = "leakgate leased, slot given", .fn = lg_leased_slot_burst, .threads = 2};
+    c[n++] = (struct contender){.name = "leakgate leased, local handle", .fn = lg_local_burst, .threads = 2};
     return n;
 }
 

@@ -60,6 +60,37 @@ typedef struct lg_keyed_srtcm lg_keyed_srtcm;
 // `lg_keyed_trtcm_free`.
 typedef struct lg_keyed_trtcm lg_keyed_trtcm;
 
+// An RFC 2697 srTCM shared by threads whose green packets are coloured from per-thread-slot
+// leases of green bytes (C: `lg_leased_srtcm`, opaque): a lease is at most 1 ms of CIR (and
+// at most half of CBS, over all slots together), one slot per core. Greens in any window of
+// length `t` are at most `CBS + CIR * t + E`, greens and yellows at most
+// `CBS + EBS + CIR * t + E`, with `E` (`lg_leased_srtcm_excess_bound`) at most
+// `min(CIR * 1 ms, CBS / 2)`; a packet may be coloured lower than the exact meter would while
+// green bytes sit in other threads' leases (for at most 1 ms). Yellow and red are always the
+// shared meter's decisions. Made by `lg_leased_srtcm_new`, freed by
+// `lg_leased_srtcm_free`.
+typedef struct lg_leased_srtcm lg_leased_srtcm;
+
+// One thread's handle on an `lg_leased_srtcm` (C: `lg_leased_srtcm_local`, opaque): it holds
+// one of the meter's slots and its lease of green bytes, so a green packet is a subtraction
+// with no atomic write; a new lease is one green take of the shared meter. The meter's bound
+// holds with any number of handles. A handle is used by one thread at a time (pointer rule 5,
+// as for an `_excl` function), keeps its meter alive (the meter may be freed first), and gives
+// its bytes back to its slot when freed; one kept unused keeps up to one lease from the other
+// threads. Made by `lg_leased_srtcm_local_new`, freed by `lg_leased_srtcm_local_free`.
+typedef struct lg_leased_srtcm_local lg_leased_srtcm_local;
+
+// An RFC 2698 trTCM shared by threads whose green packets are coloured from per-thread-slot
+// leases (C: `lg_leased_trtcm`, opaque), as `lg_leased_srtcm` for an srTCM: a lease takes its
+// bytes from both buckets, and is at most 1 ms of CIR and half of CBS over all slots. Made by
+// `lg_leased_trtcm_new`, freed by `lg_leased_trtcm_free`.
+typedef struct lg_leased_trtcm lg_leased_trtcm;
+
+// One thread's handle on an `lg_leased_trtcm` (C: `lg_leased_trtcm_local`, opaque), as
+// `lg_leased_srtcm_local` is on an srTCM. Made by `lg_leased_trtcm_local_new`, freed by
+// `lg_leased_trtcm_local_free`.
+typedef struct lg_leased_trtcm_local lg_leased_trtcm_local;
+
 // A rate limiter: one bucket, lock-free, shared by any number of threads (C: `lg_limiter`,
 // opaque). Made by `lg_limiter_new`, freed by `lg_limiter_free`.
 typedef struct lg_limiter lg_limiter;
@@ -565,6 +596,188 @@ lg_color lg_keyed_trtcm_color_aware_at(const lg_keyed_trtcm *meter,
                                        uint64_t bytes,
                                        lg_color pre,
                                        uint64_t now_ns);
+
+// Makes a handle on `meter` for the calling thread (holding a slot no other handle holds, if
+// one is free) and writes it to `*out`. Returns `LG_OK` or
+// `LG_ERR_NULL`.
+//
+// # Safety
+// `meter` a live handle, `out` writable (the pointer rules).
+lg_status lg_leased_srtcm_local_new(const lg_leased_srtcm *meter, lg_leased_srtcm_local **out);
+
+// Frees a handle, giving its green bytes back to its slot. NULL does nothing.
+//
+// # Safety
+// `local` NULL or a live handle that no other call uses, now or later
+// (the pointer rules).
+void lg_leased_srtcm_local_free(lg_leased_srtcm_local *local);
+
+// The colour of a packet of `bytes` at `now_ns` (a reading of
+// `lg_now_ns`), colour-blind: green from the handle's lease when it holds
+// `bytes`, else as `lg_leased_srtcm_color_blind_at`;
+// `LG_COLOR_ERROR` for a NULL handle.
+//
+// # Safety
+// `local` a live handle that no other call uses while this one runs
+// (the pointer rules, 5).
+lg_color lg_leased_srtcm_local_color_blind_at(lg_leased_srtcm_local *local,
+                                              uint64_t bytes,
+                                              uint64_t now_ns);
+
+// Makes a handle on `meter` for the calling thread, as `lg_leased_srtcm_local_new`.
+//
+// # Safety
+// `meter` a live handle, `out` writable (the pointer rules).
+lg_status lg_leased_trtcm_local_new(const lg_leased_trtcm *meter, lg_leased_trtcm_local **out);
+
+// Frees a handle, giving its green bytes back to its slot. NULL does nothing.
+//
+// # Safety
+// `local` NULL or a live handle that no other call uses, now or later
+// (the pointer rules).
+void lg_leased_trtcm_local_free(lg_leased_trtcm_local *local);
+
+// The colour of a packet of `bytes` at `now_ns`, colour-blind, as
+// `lg_leased_srtcm_local_color_blind_at` for a trTCM.
+//
+// # Safety
+// `local` a live handle that no other call uses while this one runs
+// (the pointer rules, 5).
+lg_color lg_leased_trtcm_local_color_blind_at(lg_leased_trtcm_local *local,
+                                              uint64_t bytes,
+                                              uint64_t now_ns);
+
+// Makes a leased srTCM of CIR and CBS `*committed` and EBS `ebs`, as
+// `lg_srtcm_new` does (CBS 0 allowed when EBS is not: then leases are
+// off), and writes its handle to `*out`.
+//
+// Returns `LG_OK`, `LG_ERR_QUOTA` or
+// `LG_ERR_NULL`, as `lg_srtcm_new`.
+//
+// # Safety
+// `committed` readable, `out` writable (the pointer rules).
+lg_status lg_leased_srtcm_new(const lg_quota *committed, uint64_t ebs, lg_leased_srtcm **out);
+
+// Frees a leased srTCM. NULL does nothing. Call it once, after every other call on it has
+// returned.
+//
+// # Safety
+// `meter` is NULL or a live handle that no other call uses, now or later
+// (the pointer rules).
+void lg_leased_srtcm_free(lg_leased_srtcm *meter);
+
+// The colour of a packet of `bytes` metered now, colour-blind (as
+// `lg_srtcm_color_blind`), green from the calling thread's
+// lease when it holds `bytes`; `LG_COLOR_ERROR` for a NULL meter.
+// Lock-free.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_srtcm_color_blind(const lg_leased_srtcm *meter, uint64_t bytes);
+
+// `lg_leased_srtcm_color_blind` at `now_ns`, a reading of `lg_now_ns`.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_srtcm_color_blind_at(const lg_leased_srtcm *meter,
+                                        uint64_t bytes,
+                                        uint64_t now_ns);
+
+// `lg_leased_srtcm_color_blind_at` with the lease of slot `slot` (modulo the number of
+// slots) instead of the calling thread's: for a caller that knows which packets run together
+// (a thread pinned to a core or a queue passes its number; no thread-local lookup). The bound
+// holds whatever slots callers name; callers sharing a slot share its cache line.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_srtcm_color_blind_at_slot(const lg_leased_srtcm *meter,
+                                             size_t slot,
+                                             uint64_t bytes,
+                                             uint64_t now_ns);
+
+// The colour of a packet of `bytes` that arrives coloured `pre`, at `now_ns` (a reading of
+// `lg_now_ns`), colour-aware (as
+// `lg_srtcm_color_aware_at`).
+// `LG_COLOR_ERROR` for a NULL meter or a `pre` other than 0, 1, 2.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_srtcm_color_aware_at(const lg_leased_srtcm *meter,
+                                        uint64_t bytes,
+                                        lg_color pre,
+                                        uint64_t now_ns);
+
+// `E` of the bound: the most green bytes in a window beyond the exact meter's; 0 for a NULL
+// meter.
+//
+// # Safety
+// `meter` NULL or a live handle (the pointer rules).
+uint64_t lg_leased_srtcm_excess_bound(const lg_leased_srtcm *meter);
+
+// Makes a leased trTCM of PIR and PBS `*peak` and CIR and CBS `*committed`, as
+// `lg_trtcm_new` does, and writes its handle to `*out`.
+//
+// Returns `LG_OK`, `LG_ERR_QUOTA` or
+// `LG_ERR_NULL`, as `lg_trtcm_new`.
+//
+// # Safety
+// `peak` and `committed` readable, `out` writable (the pointer rules).
+lg_status lg_leased_trtcm_new(const lg_quota *peak,
+                              const lg_quota *committed,
+                              lg_leased_trtcm **out);
+
+// Frees a leased trTCM. NULL does nothing. Call it once, after every other call on it has
+// returned.
+//
+// # Safety
+// `meter` is NULL or a live handle that no other call uses, now or later
+// (the pointer rules).
+void lg_leased_trtcm_free(lg_leased_trtcm *meter);
+
+// The colour of a packet of `bytes` metered now, colour-blind (as
+// `lg_trtcm_color_blind`), green from the calling thread's
+// lease when it holds `bytes`; `LG_COLOR_ERROR` for a NULL meter.
+// Lock-free.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_trtcm_color_blind(const lg_leased_trtcm *meter, uint64_t bytes);
+
+// `lg_leased_trtcm_color_blind` at `now_ns`, a reading of `lg_now_ns`.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_trtcm_color_blind_at(const lg_leased_trtcm *meter,
+                                        uint64_t bytes,
+                                        uint64_t now_ns);
+
+// `lg_leased_trtcm_color_blind_at` with the lease of slot `slot` (modulo the number of
+// slots) instead of the calling thread's, as `lg_leased_srtcm_color_blind_at_slot`.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_trtcm_color_blind_at_slot(const lg_leased_trtcm *meter,
+                                             size_t slot,
+                                             uint64_t bytes,
+                                             uint64_t now_ns);
+
+// The colour of a packet of `bytes` that arrives coloured `pre`, at `now_ns`, colour-aware (as
+// `lg_trtcm_color_aware_at`).
+// `LG_COLOR_ERROR` for a NULL meter or a `pre` other than 0, 1, 2.
+//
+// # Safety
+// `meter` a live handle (the pointer rules).
+lg_color lg_leased_trtcm_color_aware_at(const lg_leased_trtcm *meter,
+                                        uint64_t bytes,
+                                        lg_color pre,
+                                        uint64_t now_ns);
+
+// `E` of the bound: the most green bytes in a window beyond the exact meter's; 0 for a NULL
+// meter.
+//
+// # Safety
+// `meter` NULL or a live handle (the pointer rules).
+uint64_t lg_leased_trtcm_excess_bound(const lg_leased_trtcm *meter);
 
 // Makes a limiter of `*quota` on the process clock (`lg_now_ns`), its
 // bucket empty (a full burst available), and writes its handle to `*out`.

@@ -86,6 +86,8 @@ mod keyed;
 mod keyed_bytes;
 mod keyed_srtcm;
 mod keyed_trtcm;
+mod leased_local;
+mod leased_meters;
 mod limiter;
 mod quota;
 mod raw;
@@ -120,6 +122,19 @@ pub use keyed_srtcm::{
 pub use keyed_trtcm::{
     lg_keyed_trtcm_color_aware, lg_keyed_trtcm_color_aware_at, lg_keyed_trtcm_color_blind,
     lg_keyed_trtcm_color_blind_at, lg_keyed_trtcm_free, lg_keyed_trtcm_new, LgKeyedTrTcm,
+};
+pub use leased_local::{
+    lg_leased_srtcm_local_color_blind_at, lg_leased_srtcm_local_free, lg_leased_srtcm_local_new,
+    lg_leased_trtcm_local_color_blind_at, lg_leased_trtcm_local_free, lg_leased_trtcm_local_new,
+    LgLeasedSrTcmLocal, LgLeasedTrTcmLocal,
+};
+pub use leased_meters::{
+    lg_leased_srtcm_color_aware_at, lg_leased_srtcm_color_blind, lg_leased_srtcm_color_blind_at,
+    lg_leased_srtcm_color_blind_at_slot, lg_leased_srtcm_excess_bound, lg_leased_srtcm_free,
+    lg_leased_srtcm_new, lg_leased_trtcm_color_aware_at, lg_leased_trtcm_color_blind,
+    lg_leased_trtcm_color_blind_at, lg_leased_trtcm_color_blind_at_slot,
+    lg_leased_trtcm_excess_bound, lg_leased_trtcm_free, lg_leased_trtcm_new, LgLeasedSrTcm,
+    LgLeasedTrTcm,
 };
 pub use limiter::{
     lg_limiter_check, lg_limiter_check_at, lg_limiter_check_n, lg_limiter_check_n_at,

@@ -13,7 +13,9 @@
 //! First, the same on a simulated clock, free of scheduling: `THREADS` slots take turns asking
 //! at twice the rate for one second of clock, the leased and the exact limiter fed the same
 //! sequence; then the same with all slots but one stopping halfway, holding their leases (threads
-//! that exit holding one).
+//! that exit holding one). The `local` columns do the same with one `LocalLease` per slot (a
+//! thread's own handle), the stopped ones kept alive unused: a handle's units do not expire, so
+//! they stay out of reach until it is used or dropped.
 
 use leakgate::{Clock, LeasedLimiter, Leases, Limiter, Quota, TscClock};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,6 +93,23 @@ fn simulate(q: &Quota, slots: usize, step_ns: u64, stop_ns: u64) -> (u64, u64) {
     (a, b)
 }
 
+/// [`simulate`] with one [`leakgate::LocalLease`] per slot instead of the slots' own leases;
+/// units admitted.
+fn simulate_local(q: &Quota, slots: usize, step_ns: u64, stop_ns: u64) -> u64 {
+    let clock = leakgate::ManualClock::new();
+    let lim = LeasedLimiter::with_leases(*q, clock.clone(), Leases::new().slots(slots));
+    let mut handles: Vec<_> = (0..slots).map(|i| lim.local_at(i)).collect();
+    let (mut admitted, mut now, mut i) = (0u64, 0u64, 0usize);
+    while now < 1_000_000_000 {
+        let slot = if now < stop_ns { i % slots } else { 0 };
+        clock.set(std::time::Duration::from_nanos(now));
+        admitted += u64::from(handles[slot].check().is_ok());
+        now += step_ns;
+        i += 1;
+    }
+    admitted
+}
+
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).map(|a| a.parse().expect("a number")).collect();
     let threads = args.first().copied().unwrap_or(2) as usize;
@@ -101,8 +120,18 @@ fn main() {
          stop at 0.5 s holding their leases in the second pair of columns)"
     );
     println!(
-        "{:>12} {:>12} {:>12} {:>10} {:>12} {:>12} {:>10}",
-        "rate/s", "exact", "leased", "shortfall", "exact", "leased", "shortfall"
+        "{:>12} {:>12} {:>12} {:>10} {:>12} {:>12} {:>10} {:>12} {:>10} {:>12} {:>10}",
+        "rate/s",
+        "exact",
+        "leased",
+        "shortfall",
+        "exact",
+        "leased",
+        "shortfall",
+        "local",
+        "shortfall",
+        "local",
+        "shortfall"
     );
     for rate in [1_000u64, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000] {
         let q = Quota::per_second(rate).and_then(|q| q.with_burst((rate / 100).max(10)));
@@ -110,11 +139,16 @@ fn main() {
         let step = (500_000_000 / rate).max(1);
         let (e1, l1) = simulate(&q, threads, step, u64::MAX);
         let (e2, l2) = simulate(&q, threads, step, 500_000_000);
+        let h1 = simulate_local(&q, threads, step, u64::MAX);
+        let h2 = simulate_local(&q, threads, step, 500_000_000);
         let short = |e: u64, l: u64| e.saturating_sub(l) as f64 * 100.0 / e.max(1) as f64;
         println!(
-            "{rate:>12} {e1:>12} {l1:>12} {:>9.3}% {e2:>12} {l2:>12} {:>9.3}%",
+            "{rate:>12} {e1:>12} {l1:>12} {:>9.3}% {e2:>12} {l2:>12} {:>9.3}% {h1:>12} {:>9.3}% \
+             {h2:>12} {:>9.3}%",
             short(e1, l1),
-            short(e2, l2)
+            short(e2, l2),
+            short(e1, h1),
+            short(e2, h2)
         );
     }
     println!(

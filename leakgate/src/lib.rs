@@ -265,13 +265,13 @@ pub use keyed::{
     CapacityError, KeyState, KeyedLimiter, OverflowPolicy, DEFAULT_CAPACITY, MAX_CAPACITY,
 };
 #[cfg(feature = "std")]
-pub use leased::{LeasedLimiter, Leases};
+pub use leased::{LeasedLimiter, Leases, LocalLease};
 pub use limiter::Limiter;
 #[cfg(feature = "alloc")]
 pub use manual_clock::ManualClock;
 pub use meter::{Color, MeterError, SrTcm, TrTcm};
 #[cfg(feature = "std")]
-pub use meter::{KeyedSrTcm, KeyedTrTcm, LeasedSrTcm, LeasedTrTcm};
+pub use meter::{KeyedSrTcm, KeyedTrTcm, LeasedMeter, LeasedSrTcm, LeasedTrTcm, LocalMeter};
 pub use parse_message::ParseMessage;
 #[cfg(feature = "std")]
 pub use queue::{Reservation, WaitPolicy};

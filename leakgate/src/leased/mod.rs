@@ -39,22 +39,39 @@
 //!
 //! A unit from a lease: a clock reading, a thread-local read, one load and one CAS of a line no
 //! other core writes. A new lease: the above, one load and one CAS on the slot, and one check of
-//! the shared word. A refusal: two loads of the shared word and no write.
+//! the shared word. A refusal: two loads of the shared word and no write. A unit from a
+//! [`LocalLease`]: a compare and a decrement of the handle's own counter and one load of the
+//! epoch (a word only a change of quota writes); no clock reading.
 //!
-//! # What it does not do
+//! # A thread's own handle
 //!
-//! No change of quota (a lease charged under one quota would be spent under another): make a
-//! new limiter. Decisions report less than [`Limiter`]'s: see [`LeasedLimiter::check_n`].
+//! [`LeasedLimiter::local`] gives a thread a [`LocalLease`]: it holds one slot's lease in a plain
+//! counter, so a unit from it is a decrement and one read of a word only a change of quota writes:
+//! no clock reading, no atomic write. The bound needs no clock reading on a spend: what is spent
+//! in a window was charged in it or sat in a lease at its start. See `leased/local.rs`.
+//!
+//! # A change of quota
+//!
+//! [`LeasedLimiter::set_quota`] changes the shared bucket's quota with its levels kept
+//! ([`Limiter::set_quota`]), sizes later leases for the new quota, drops the leases the slots
+//! hold, and makes every [`LocalLease`] drop its units at its next check. Units charged before
+//! the change and spent after it are at most one lease (of the size before) per slot: a lease
+//! being installed at the change, or one a handle spends before it sees the change. After that
+//! the bound is the new quota's, with its `E`.
 
 mod config;
+mod local;
+mod requota;
 pub(crate) mod slot;
 
 pub use config::Leases;
+pub use local::LocalLease;
 
 use crate::clock::{Clock, TscClock};
 use crate::decision::{Admitted, Denied};
 use crate::limiter::Limiter;
 use crate::quota::Quota;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use core::fmt;
 use core::time::Duration;
 use crossbeam_utils::CachePadded;
@@ -81,10 +98,15 @@ pub struct LeasedLimiter<C: Clock = TscClock> {
     slots: Box<[CachePadded<Slot>]>,
     /// `slots.len() - 1`.
     mask: usize,
-    /// Units one lease takes (at least 2), or 0: leases off.
-    lease: u64,
-    /// How long a lease lives, in ns of the clock.
-    span_ns: u64,
+    /// Units one lease takes under the quota in force (at least 2), or 0: leases off. Written
+    /// only by a change of quota.
+    lease: AtomicU64,
+    /// How leases are sized and how long they live.
+    leases: Leases,
+    /// Changes of quota so far (wrapping): a [`LocalLease`] drops its units when it sees this move.
+    epoch: AtomicU64,
+    /// Held by a change of quota: changes run one at a time (checks never take it).
+    changing: Mutex<()>,
 }
 
 impl LeasedLimiter<TscClock> {
@@ -130,8 +152,10 @@ impl<C: Clock> LeasedLimiter<C> {
             exact: Limiter::with_clock(quota, clock),
             mask: slots.len() - 1,
             slots,
-            lease: leases.lease_units(&quota),
-            span_ns: leases.span_ns(),
+            lease: AtomicU64::new(leases.lease_units(&quota)),
+            leases,
+            epoch: AtomicU64::new(0),
+            changing: Mutex::new(()),
         }
     }
 
@@ -200,13 +224,16 @@ impl<C: Clock> LeasedLimiter<C> {
     /// ```
     #[inline]
     pub fn check_n_at_slot(&self, slot: usize, n: u64, now_ns: u64) -> Result<Admitted, Denied> {
-        if n == 0 || self.lease == 0 {
+        // Relaxed: a size to take leases of; a check racing a change of quota may take one of
+        // the size before, which the bound counts (module docs).
+        let lease = self.lease.load(Ordering::Relaxed);
+        if n == 0 || lease == 0 {
             return self.exact.check_n_at(n, now_ns);
         }
         let slot = &self.slots[slot & self.mask];
         match slot.spend(n, now_ns >> TICK_SHIFT) {
             Spend::Spent(left) => Ok(Admitted::new(left, Duration::ZERO)),
-            Spend::Refill(seen) => self.refill(slot, seen, n, now_ns),
+            Spend::Refill(seen) => self.refill(slot, seen, lease, n, now_ns),
             Spend::Exact => self.exact.check_n_at(n, now_ns),
         }
     }
@@ -214,21 +241,28 @@ impl<C: Clock> LeasedLimiter<C> {
     /// A check whose slot has no lease to spend: takes a new lease for the slot, or decides on
     /// the shared bucket.
     #[inline(never)]
-    fn refill(&self, slot: &Slot, seen: u64, n: u64, now_ns: u64) -> Result<Admitted, Denied> {
-        let expiry = now_ns.saturating_add(self.span_ns) >> TICK_SHIFT;
+    fn refill(
+        &self,
+        slot: &Slot,
+        seen: u64,
+        lease: u64,
+        n: u64,
+        now_ns: u64,
+    ) -> Result<Admitted, Denied> {
+        let expiry = self.expiry_tick(now_ns);
         // A cost a lease cannot serve, a clock past the slots' range, or a bucket without room
         // for a whole lease (a read, no write): the exact path. Otherwise claim the slot (only
         // one lease per slot at a time: the bound's `E`).
-        if n >= self.lease
+        if n >= lease
             || expiry > MAX_TICK
-            || !self.exact.would_admit(self.lease, now_ns)
+            || !self.exact.would_admit(lease, now_ns)
             || !slot.reserve(seen)
         {
             return self.exact.check_n_at(n, now_ns);
         }
-        match self.exact.check_n_at(self.lease, now_ns) {
+        match self.exact.check_n_at(lease, now_ns) {
             Ok(charged) => {
-                slot.install(self.lease - n, expiry);
+                slot.install(lease - n, expiry);
                 Ok(charged)
             }
             Err(_) => {
@@ -236,6 +270,12 @@ impl<C: Clock> LeasedLimiter<C> {
                 self.exact.check_n_at(n, now_ns)
             }
         }
+    }
+
+    /// The tick at which a lease taken at `now_ns` expires.
+    #[inline]
+    fn expiry_tick(&self, now_ns: u64) -> u64 {
+        now_ns.saturating_add(self.leases.span_ns()) >> TICK_SHIFT
     }
 
     /// Units one lease takes from the shared bucket; 0 when leases are off for this quota (every
@@ -248,7 +288,8 @@ impl<C: Clock> LeasedLimiter<C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn lease_units(&self) -> u64 {
-        self.lease
+        // Relaxed: a reading of the size in force.
+        self.lease.load(Ordering::Relaxed)
     }
 
     /// `E` of the bound (module docs): the most units admitted in a window beyond the exact
@@ -262,7 +303,7 @@ impl<C: Clock> LeasedLimiter<C> {
     /// # Ok::<(), leakgate::QuotaError>(())
     /// ```
     pub fn excess_bound(&self) -> u64 {
-        self.lease.saturating_mul(self.slots.len() as u64)
+        self.lease_units().saturating_mul(self.slots.len() as u64)
     }
 
     /// The quota this limiter enforces.
@@ -295,7 +336,7 @@ impl<C: Clock> fmt::Debug for LeasedLimiter<C> {
         f.debug_struct("LeasedLimiter")
             .field("quota", &self.quota())
             .field("slots", &self.slots.len())
-            .field("lease_units", &self.lease)
+            .field("lease_units", &self.lease_units())
             .finish_non_exhaustive()
     }
 }

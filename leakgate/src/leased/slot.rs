@@ -12,9 +12,14 @@
 //!   writes the word next (with the lease, or [`EMPTY`]); nobody waits for it: while the word
 //!   holds this value the slot's other threads decide on the exact path. A reserver that stalls
 //!   forever keeps its slot on the exact path, never admits a unit more, blocks no one;
+//! * [`HELD`] (`u64::MAX - 1`): a [`LocalLease`] holds the slot's lease in its own plain
+//!   counter. Only that handle writes the word next (when it is dropped: the units it has left,
+//!   as a lease with the expiry they were charged with); meanwhile the slot's other threads
+//!   decide on the exact path. A handle that is never dropped keeps its slot so forever: its
+//!   units are never spent by anyone else (a shortfall), never admitted twice;
 //! * otherwise a lease: the units left in the low [`UNIT_BITS`] bits (at most [`MAX_UNITS`]) and,
 //!   above them, the tick (`ns >> TICK_SHIFT` of the limiter's clock) at which it expires, at most
-//!   [`MAX_TICK`]. A unit is spent only at a clock reading below the expiry tick's first
+//!   [`MAX_TICK`] (so no lease spells [`HELD`] or [`RESERVING`]). A unit is spent only at a clock reading below the expiry tick's first
 //!   nanosecond, so a lease is never spent later than its span after it was charged.
 //!
 //! So a slot holds at most one lease at a time, reserved or installed: the units charged to the
@@ -27,6 +32,7 @@
 //! bounded by the word alone (each spend is one read-modify-write of it, totally ordered).
 //!
 //! [`LeasedLimiter`]: crate::LeasedLimiter
+//! [`LocalLease`]: crate::LocalLease
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -34,6 +40,8 @@ use crate::sync::{AtomicU64, Ordering};
 pub(crate) const EMPTY: u64 = 0;
 /// A thread is taking a lease for the slot (see the module docs).
 pub(crate) const RESERVING: u64 = u64::MAX;
+/// A [`LocalLease`](crate::LocalLease) holds the slot (see the module docs).
+pub(crate) const HELD: u64 = u64::MAX - 1;
 /// Bits of the word that count the units left.
 const UNIT_BITS: u32 = 16;
 /// The most units a lease holds (the all-ones count is kept out so no lease spells
@@ -89,7 +97,8 @@ impl Slot {
         // Relaxed: the word is the whole lease (module docs).
         let mut word = self.word.load(Ordering::Relaxed);
         for _ in 0..TRIES {
-            if word == RESERVING {
+            if word >= HELD {
+                // Reserved or held: the exact path.
                 return Spend::Exact;
             }
             let (units, expiry) = decode(word);
@@ -124,14 +133,52 @@ impl Slot {
         self.word.compare_exchange(seen, RESERVING, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 
+    /// Takes the slot for a [`LocalLease`](crate::LocalLease), with the lease it holds: the
+    /// units left and their expiry tick (units that expired by `now_tick` are dropped: `(0, 0)`),
+    /// or `None` when it is reserved or held already.
+    pub(crate) fn hold(&self, now_tick: u64) -> Option<(u64, u64)> {
+        // Relaxed: the word is the whole lease (module docs).
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            if word >= HELD {
+                return None;
+            }
+            // Relaxed on both outcomes: as for the load. Weak: a spurious failure loops.
+            match self.word.compare_exchange_weak(word, HELD, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    let (units, expiry) = decode(word);
+                    return Some(if now_tick < expiry { (units, expiry) } else { (0, 0) });
+                }
+                Err(found) => word = found,
+            }
+        }
+    }
+
+    /// Drops the slot's lease, if it holds one that is neither reserved nor held (a change of
+    /// quota: its units were charged under the quota before). A lease being installed, or held,
+    /// is left to its taker.
+    pub(crate) fn clear(&self) {
+        // Relaxed: the word is the whole lease (module docs).
+        let mut word = self.word.load(Ordering::Relaxed);
+        while word != EMPTY && word < HELD {
+            // Relaxed on both outcomes: as for the load; on failure look again.
+            match self.word.compare_exchange_weak(word, EMPTY, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(found) => word = found,
+            }
+        }
+    }
+
     /// Installs a lease of `units` (at most [`MAX_UNITS`]) expiring at `tick` (at most
     /// [`MAX_TICK`]), or [`EMPTY`] for `units = 0`. Only the thread whose [`Slot::reserve`]
-    /// succeeded calls this, once.
+    /// succeeded (or whose [`Slot::hold`] did) calls this, once.
     #[inline]
     pub(crate) fn install(&self, units: u64, tick: u64) {
         debug_assert!(units <= MAX_UNITS && tick <= MAX_TICK);
         let word = if units == 0 { EMPTY } else { encode(units, tick) };
-        // Relaxed: only the reserver writes a reserved word (module docs).
+        // Relaxed: only the reserver (the holder) writes a reserved (held) word (module docs).
         self.word.store(word, Ordering::Relaxed);
     }
 }
@@ -166,5 +213,24 @@ mod tests {
         assert_ne!(seen, RESERVING);
         assert!(slot.reserve(seen));
         assert!(!slot.reserve(seen), "one reserver at a time");
+    }
+
+    #[test]
+    fn a_held_slot_is_spent_by_no_one_else_until_given_back() {
+        let slot = Slot::new();
+        assert!(slot.reserve(EMPTY));
+        slot.install(5, 10);
+        assert_eq!(slot.hold(3), Some((5, 10)));
+        assert_eq!(slot.hold(3), None, "one holder at a time");
+        assert_eq!(slot.spend(1, 3), Spend::Exact);
+        slot.clear();
+        assert_eq!(slot.spend(1, 3), Spend::Exact, "a change of quota leaves a held slot");
+        slot.install(2, 10);
+        assert_eq!(slot.spend(1, 3), Spend::Spent(1));
+        slot.clear();
+        assert_eq!(slot.spend(1, 3), Spend::Refill(EMPTY));
+        assert!(slot.reserve(EMPTY));
+        slot.install(5, 10);
+        assert_eq!(slot.hold(10), Some((0, 0)), "expired units are not taken");
     }
 }

@@ -46,13 +46,13 @@ green_take!(SrTcm, TrTcm);
 /// The slots of a leased meter and the lease they hold.
 pub(super) struct GreenLeases {
     /// The slots, a power of two of them, each alone on its cache line.
-    slots: Box<[CachePadded<Slot>]>,
+    pub(super) slots: Box<[CachePadded<Slot>]>,
     /// `slots.len() - 1`.
-    mask: usize,
+    pub(super) mask: usize,
     /// Green units one lease takes (at least 2), or 0: leases off.
-    lease: u64,
+    pub(super) lease: u64,
     /// How long a lease lives, in ns of the clock.
-    span_ns: u64,
+    pub(super) span_ns: u64,
 }
 
 impl GreenLeases {

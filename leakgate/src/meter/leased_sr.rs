@@ -70,9 +70,9 @@ use core::fmt;
 /// ```
 pub struct LeasedSrTcm<C: Clock = TscClock> {
     /// The shared meter: every lease is one green take of it, every other packet its decision.
-    exact: SrTcm<C>,
+    pub(super) exact: SrTcm<C>,
     /// The slots and the size and life of their leases.
-    leases: GreenLeases,
+    pub(super) leases: GreenLeases,
 }
 
 impl LeasedSrTcm<TscClock> {

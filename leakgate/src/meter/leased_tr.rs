@@ -57,9 +57,9 @@ use core::fmt;
 /// ```
 pub struct LeasedTrTcm<C: Clock = TscClock> {
     /// The shared meter: every lease is one green take of it, every other packet its decision.
-    exact: TrTcm<C>,
+    pub(super) exact: TrTcm<C>,
     /// The slots and the size and life of their leases.
-    leases: GreenLeases,
+    pub(super) leases: GreenLeases,
 }
 
 impl LeasedTrTcm<TscClock> {

@@ -89,6 +89,8 @@ mod keyed_sr;
 #[cfg(feature = "std")]
 mod keyed_tr;
 #[cfg(feature = "std")]
+mod leased_local;
+#[cfg(feature = "std")]
 mod leased_sr;
 #[cfg(feature = "std")]
 mod leased_tr;
@@ -101,6 +103,8 @@ mod trtcm;
 pub use keyed_sr::KeyedSrTcm;
 #[cfg(feature = "std")]
 pub use keyed_tr::KeyedTrTcm;
+#[cfg(feature = "std")]
+pub use leased_local::{LeasedMeter, LocalMeter};
 #[cfg(feature = "std")]
 pub use leased_sr::LeasedSrTcm;
 #[cfg(feature = "std")]
