@@ -78,9 +78,13 @@ fn contending_cross_slot_calls_never_admit_past_the_burst_nor_leave_a_charge() {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
-                        let (i, j, n) = ((x % 6) as usize, ((x >> 8) % 6) as usize, 1 + (x >> 16) % 3);
-                        let keys: Vec<&str> =
-                            if x % 4 == 0 { vec![KEYS[i]] } else { vec![KEYS[i], KEYS[j]] };
+                        let (i, j, n) =
+                            ((x % 6) as usize, ((x >> 8) % 6) as usize, 1 + (x >> 16) % 3);
+                        let keys: Vec<&str> = if x.is_multiple_of(4) {
+                            vec![KEYS[i]]
+                        } else {
+                            vec![KEYS[i], KEYS[j]]
+                        };
                         if lim.check_all_n(&keys, n).is_ok() {
                             for k in &keys {
                                 units[KEYS.iter().position(|x| x == k).unwrap()] += n;

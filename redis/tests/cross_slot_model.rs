@@ -37,7 +37,15 @@ fn source() -> String {
 }
 
 /// One script call on `key` at `t` ns: `op` "1" check, "0" peek, "r"/"c"/"x" a phase of call `id`.
-fn run(con: &mut redis::Connection, key: &str, t: u64, n: u64, op: &str, id: &str, exp: u64) -> bool {
+fn run(
+    con: &mut redis::Connection,
+    key: &str,
+    t: u64,
+    n: u64,
+    op: &str,
+    id: &str,
+    exp: u64,
+) -> bool {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(source()).arg(1).arg(key);
     cmd.arg(t / 1_000_000).arg(t % 1_000_000).arg(1).arg(0).arg(0).arg(0).arg(3_600_000);
@@ -218,17 +226,17 @@ proptest! {
             while !w.step(&mut p) {}
         }
         // A peek on every key commits what dead callers left.
-        for key in 0..3 {
+        for (key, name) in KEYS.iter().enumerate() {
             w.event += 1;
             w.touch(key);
-            run(&mut w.con, KEYS[key], w.now, 0, "0", "", 0);
+            run(&mut w.con, name, w.now, 0, "0", "", 0);
         }
         let low = tats(&mut w.lin, true);
         let high = tats(&mut w.late, false);
-        for key in 0..3 {
-            let (tat, holds) = stored(&mut w.con, KEYS[key]);
-            prop_assert!(!holds, "holds left on {}", KEYS[key]);
-            // The stored TAT is raised to the time of its last write; compare past it.
+        for (key, name) in KEYS.iter().enumerate() {
+            let (tat, holds) = stored(&mut w.con, name);
+            prop_assert!(!holds, "holds left on {name}");
+            // A TAT at or before now is an empty bucket, whatever its value: compare from now.
             let (tat, low, high) = (tat.max(w.now), low[key].max(w.now), high[key].max(w.now));
             prop_assert!(low <= tat && tat <= high, "key {key}: {low} <= {tat} <= {high}");
         }

@@ -3,10 +3,10 @@
 use crate::connection::breaker::{Breaker, Gate};
 use crate::connection::builder::Builder;
 use crate::connection::cluster::{self, Conn, Target};
+use crate::connection::cross_slot;
 use crate::connection::fallback::LocalClock;
 use crate::connection::link::Link;
 use crate::error::Error;
-use crate::connection::cross_slot;
 use crate::script::{self, Answer, Call, Phase, Reply};
 use crate::stats::Counters;
 use leakgate::{Clock, TscClock};

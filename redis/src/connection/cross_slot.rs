@@ -2,10 +2,10 @@
 //! reserve on every slot, then commit everywhere or release everywhere.
 //!
 //! A script runs on one node, so keys in different slots cannot be decided in one. Charging each
-//! slot and giving the charge back on a refusal is not exact: GCRA's charge `TAT := max(TAT, now)
-//! + c` does not commute with another caller's (charge 10 at t = 0, another charges 1 at t = 5,
-//! give 10 back: the TAT is 1, where only the other caller's charge would leave 6). So a call
-//! over several slots holds instead of charging:
+//! slot and giving the charge back on a refusal is not exact: GCRA's charge
+//! `TAT := max(TAT, now) + c` does not commute with another caller's (charge 10 at t = 0,
+//! another charges 1 at t = 5, give 10 back: the TAT is 1, where only the other caller's charge
+//! would leave 6). So a call over several slots holds instead of charging:
 //!
 //! 1. **Reserve**, one script per slot (its keys together): every bucket must conform counting
 //!    each live hold on it as already charged (`max(TAT, now) + sum of holds + cost - now <=
@@ -48,13 +48,17 @@
 use crate::connection::client::Client;
 use crate::connection::cluster::slot;
 use crate::error::Error;
-use crate::script::{CallKey, Keep, Phase, Reply, CROSS_SLOT, MAX_EXACT};
 use crate::script::Call;
+use crate::script::{CallKey, Keep, Phase, Reply, CROSS_SLOT, MAX_EXACT};
 use futures_util::future::join_all;
 use std::time::{Duration, Instant};
 
 /// Decides `call`, whose keys live in several slots, all or nothing (see the module docs).
-pub(crate) async fn call(client: &Client, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
+pub(crate) async fn call(
+    client: &Client,
+    call: &Call<'_>,
+    budget: Duration,
+) -> Result<Reply, Error> {
     if call.keep != Keep::Plain || call.max_wait_ns > 0 || call.lease_want > 0 {
         return Err(Error::InvalidRequest(CROSS_SLOT));
     }
@@ -122,7 +126,12 @@ pub(crate) async fn call(client: &Client, call: &Call<'_>, budget: Duration) -> 
 
 /// One reply for the whole call from each slot's: granted iff every slot granted, each key's
 /// backlogs in the call's order.
-fn combine(call: &Call<'_>, at: &[usize], parts: &[Vec<CallKey<'_>>], replies: Vec<Reply>) -> Reply {
+fn combine(
+    call: &Call<'_>,
+    at: &[usize],
+    parts: &[Vec<CallKey<'_>>],
+    replies: Vec<Reply>,
+) -> Reply {
     // Where each part's keys start in its reply's backlogs, key by key.
     let mut next = vec![0usize; parts.len()];
     let mut backlogs = Vec::with_capacity(call.buckets());
