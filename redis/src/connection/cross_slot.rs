@@ -118,7 +118,10 @@ pub(crate) async fn call(
     // the holds to be committed at their expiry.
     let left = budget.saturating_sub(started.elapsed());
     let second = if all { Phase::Commit(&id) } else { Phase::Release(&id) };
-    let held = calls.iter().zip(&reserved).filter(|(_, r)| matches!(r, Ok(reply) if reply.granted));
+    // A release also goes to a slot whose reserve failed (it may have run after the call gave
+    // up): it finds the hold if there is one, and changes nothing if not.
+    let held =
+        calls.iter().zip(&reserved).filter(|(_, r)| !matches!(r, Ok(reply) if !reply.granted));
     let _ = join_all(held.map(|(c, _)| client.call_in(c, second, MAX_EXACT, left))).await;
     let replies = reserved.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(combine(call, &at, &parts, replies))

@@ -38,7 +38,10 @@ local slack = arg(7)
 local op = ARGV[8]
 local write = op == '1' or op == 'r'
 local hold_id, hold_exp
-if op == 'r' or op == 'c' or op == 'x' then hold_id, hold_exp = ARGV[#ARGV - 1], arg(#ARGV) end
+if op == 'r' or op == 'c' or op == 'x' then
+  hold_id, hold_exp = ARGV[#ARGV - 1], arg(#ARGV)
+  if not string.match(hold_id, '^%x+$') or ARGV[9] ~= '0' then error('leakgate: bad hold') end
+end
 local rules = ARGV[9] == '1'
 local tat = ARGV[9] == '2'
 -- Quota j's numbers at Q[7j-6 .. 7j]: D, L, T.ms, T.lo, tau.ms, tau.lo, and now's lo in its units.
@@ -246,7 +249,8 @@ for i = 1, k do
         if #f ~= 4 + 2 * C[i] or not string.match(f[1], '^%x+$') then return bad(K[i]) end
         for e = 2, #f do
           f[e] = num(f[e])
-          if f[e] == nil then return bad(K[i]) end
+          -- Times and costs within the pairs' range (see gcra_carry.lua); the expiry is µs.
+          if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) then return bad(K[i]) end
         end
         local mine = f[1] == hold_id
         if f[4] <= redis_us or (mine and op == 'c') then
