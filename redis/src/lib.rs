@@ -166,18 +166,19 @@
 //! * **Keys of one check in different slots** (a plain limiter's `check_all_n`) are decided all
 //!   or nothing, exactly, by holds. Each slot's keys *reserve* in one script: they must conform
 //!   counting every live hold on them as charged, and then record a hold (the call's id, its
-//!   time, its cost, an expiry at the call's deadline), charging nothing. If every slot
+//!   time, its cost, an expiry one deadline after the call's), charging nothing. If every slot
 //!   reserved, each *commits* (the hold becomes the charge at its own time,
-//!   `TAT := max(TAT, t) + cost`); else each *releases* (the hold is dropped). Every script that reads a bucket
-//!   counts its live holds, and commits a hold past its expiry (its caller may have been
-//!   admitted and then died). Guarantee: never more admitted than the exact GCRA of the admitted
-//!   requests, each taken at its reserve; a refused call leaves no charge, unless its caller
-//!   dies (or its release misses the deadline) between the phases, when its held units are
-//!   charged at the hold's expiry. Meanwhile another caller of the same key sees the held units
-//!   as charged, so it may be refused by up to them, for at most the deadline. The deadline,
-//!   breaker and failure policy cover the whole call (a slot that fails to reserve fails it, the
-//!   others released); a commit that fails (a master went down) leaves its holds, which commit at
-//!   expiry. Cost: two round trips (each phase on every slot in parallel) instead of one; calls
+//!   `TAT := max(TAT, t) + cost`); else each *releases* (the hold is dropped). Every script
+//!   that reads a bucket counts its live holds, and commits a hold past its expiry (its caller
+//!   may have been admitted and then died). Guarantee: never more admitted than the exact GCRA
+//!   of the admitted requests, each taken at its reserve; a refused call leaves no charge,
+//!   unless its caller dies between the phases, when its held units are charged at the hold's
+//!   expiry. Meanwhile another caller of the same key sees the held units as charged, so it may
+//!   be refused by up to them until the commit or release: one round trip, at most twice the
+//!   deadline. The deadline, breaker and failure policy cover phase 1 (a slot that fails to
+//!   reserve fails the call, the others released); phase 2 takes one more round trip (at most
+//!   one more deadline); a commit that fails (a master went down) leaves its holds, which commit
+//!   at expiry. Cost: two round trips (each phase on every slot in parallel) instead of one; calls
 //!   on one slot are unchanged. Format: a key with live holds keeps them after its buckets
 //!   (script version 4: `";id/t.ms/t.ns/expiry/cost..."`); buckets written before are read as
 //!   they are, nothing to migrate. Holds appear only from cross-slot calls, which earlier

@@ -111,3 +111,46 @@ fn contending_cross_slot_calls_never_admit_past_the_burst_nor_leave_a_charge() {
         assert!(!get(&cluster, &key).contains(';'), "a hold was left");
     }
 }
+
+#[test]
+fn a_frozen_master_fails_the_whole_call_by_its_deadline_and_leaves_no_charge() {
+    const DEADLINE: Duration = Duration::from_millis(200);
+    let cluster = Cluster::start();
+    let clock = support::epoch();
+    let lim = Builder::cluster(cluster.seeds())
+        .quota("1/h burst 3".parse().unwrap())
+        .caller_clock(clock.clone())
+        .deadline(DEADLINE)
+        .expiry_slack(Duration::from_secs(3600))
+        .connect()
+        .expect("a limiter");
+    let frozen = cluster.master_of(&lim.redis_key("b"));
+    assert_ne!(cluster.master_of(&lim.redis_key("a")), frozen);
+    // Below the cluster's node timeout: a freeze, not a failover.
+    cluster.nodes()[frozen].pause();
+    let started = std::time::Instant::now();
+    let answer = lim.check_all_n(&["a", "b"], 1);
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.nodes()[frozen].resume();
+    // The failure policy (deny) answered for the whole call, within the deadline (and what a
+    // busy machine's scheduling adds).
+    assert!(answer.is_err(), "{answer:?}");
+    assert_eq!(lim.stats().policy_denied, 1, "{:?}", lim.stats());
+    assert!(took <= DEADLINE + Duration::from_secs(1), "took {took:?}");
+    // "a" reserved, and was released; "b"'s reserve ran after the call's deadline and decided
+    // nothing: both keep their whole burst, and no hold is left.
+    let mut peeks = None;
+    for _ in 0..50 {
+        if let (Ok(a), Ok(b)) = (lim.peek("a"), lim.peek("b")) {
+            peeks = Some((a.remaining(), b.remaining()));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(peeks, Some((3, 3)));
+    for key in cluster.keys("leakgate:*") {
+        assert!(!get(&cluster, &key).contains(';'), "a hold was left");
+    }
+    lim.check_all_n(&["a", "b"], 3).expect("both full again");
+}

@@ -17,8 +17,10 @@
 //!
 //! Every script that reads a plain bucket counts its live holds as charged (the fast path hands
 //! a key with holds to the general path), and commits a hold past its expiry: its caller may
-//! have been admitted, so dropping it could admit more than the quota. The hold expires at the
-//! call's deadline on Redis's clock.
+//! have been admitted, so dropping it could admit more than the quota. The hold expires one
+//! deadline after the call's (on Redis's clock), so that phase 2 has a deadline of its own even
+//! when a slot's reserve took the whole first one; a release drops its hold even past expiry
+//! (its caller was not admitted) if no other script has committed it first.
 //!
 //! **Why the state never falls below the exact model's.** Let `f(x) = max(x, t) + c` be a charge
 //! at time `t`. For `t_a <= t_b`, applying the earlier charge last gives at least the time order:
@@ -33,13 +35,16 @@
 //! its check, a cross-slot one at its reserve) admits it too.
 //!
 //! **Guarantee.** Never more admitted than that exact model allows. A refused call leaves no
-//! charge, unless its caller dies (or its release arrives after the deadline) between the
-//! phases: then its holds are committed at their expiry, at most its held units as a charge.
-//! While a hold is in flight, another caller on the same key sees its units as charged: it may be
-//! refused by up to those units for at most the deadline (until the commit or release). The
-//! deadline, breaker and failure policy cover the whole call: a slot that fails to reserve
-//! fails the call (the others are released). A commit that fails after every slot reserved
-//! (a node went down) leaves its holds, which commit at their expiry: the call stays admitted.
+//! charge, unless its caller dies between the phases (or its release is later than the hold's
+//! expiry and another script touched the key meanwhile): then its holds are committed, at most
+//! its held units as a charge. While a hold is in flight, another caller on the same key sees its
+//! units as charged: it may be refused by up to those units until the commit or release, which is
+//! one round trip normally and at most twice the deadline (a caller that stalls or dies). The
+//! deadline, breaker and failure policy cover phase 1: a slot that fails to reserve fails the
+//! call (the policy answers), the others are released. Phase 2 then takes one more round trip
+//! (on the healthy nodes; at most one more deadline). A commit that fails after every slot
+//! reserved (a node went down) leaves its holds, which commit at their expiry: the call stays
+//! admitted.
 //!
 //! Plain buckets only, checks only: a cross-slot reservation (`max_wait`), lease or rules call is
 //! refused as before ([`CROSS_SLOT`]). Cost: two round trips (each phase in parallel on every
@@ -50,7 +55,7 @@ use crate::connection::cluster::slot;
 use crate::error::Error;
 use crate::script::Call;
 use crate::script::{CallKey, Keep, Phase, Reply, CROSS_SLOT, MAX_EXACT};
-use futures_util::future::join_all;
+use futures_util::future::{join, join_all};
 use std::time::{Duration, Instant};
 
 /// Decides `call`, whose keys live in several slots, all or nothing (see the module docs).
@@ -110,19 +115,27 @@ pub(crate) async fn call(
         return Ok(combine(call, &at, &parts, replies));
     }
     let id = format!("{:032x}", crate::new_permit_token());
-    let reserve = Phase::Reserve { id: &id, expires_us: give_up };
+    // A hold outlives the call's deadline by one more, phase 2's: a release that comes after a
+    // slot timed out still finds its holds on the others.
+    let deadline_us = u64::try_from(client.deadline.as_micros()).unwrap_or(u64::MAX);
+    let reserve = Phase::Reserve { id: &id, expires_us: give_up.saturating_add(deadline_us) };
     let reserved = join_all(calls.iter().map(|c| client.call_in(c, reserve, give_up, budget)));
     let reserved = reserved.await;
     let all = reserved.iter().all(|r| matches!(r, Ok(reply) if reply.granted));
-    // Phase 2 on every slot that holds: within what is left of the deadline; a failure leaves
-    // the holds to be committed at their expiry.
-    let left = budget.saturating_sub(started.elapsed());
     let second = if all { Phase::Commit(&id) } else { Phase::Release(&id) };
-    // A release also goes to a slot whose reserve failed (it may have run after the call gave
-    // up): it finds the hold if there is one, and changes nothing if not.
-    let held =
-        calls.iter().zip(&reserved).filter(|(_, r)| !matches!(r, Ok(reply) if !reply.granted));
-    let _ = join_all(held.map(|(c, _)| client.call_in(c, second, MAX_EXACT, left))).await;
+    // Phase 2 on every slot that holds, within one more deadline (a failure leaves the holds to
+    // be committed at their expiry). A release also goes to a slot whose reserve failed, within
+    // what is left of the call's budget (its script may have run after the call gave up; it
+    // changes nothing if it finds no hold).
+    let left = budget.saturating_sub(started.elapsed());
+    let (held, failed): (Vec<_>, Vec<_>) = calls
+        .iter()
+        .zip(&reserved)
+        .filter(|(_, r)| !matches!(r, Ok(reply) if !reply.granted))
+        .partition(|(_, r)| r.is_ok());
+    let held = held.into_iter().map(|(c, _)| client.call_in(c, second, MAX_EXACT, client.deadline));
+    let failed = failed.into_iter().map(|(c, _)| client.call_in(c, second, MAX_EXACT, left));
+    let _ = join(join_all(held), join_all(failed)).await;
     let replies = reserved.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(combine(call, &at, &parts, replies))
 }

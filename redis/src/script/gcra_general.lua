@@ -253,7 +253,10 @@ for i = 1, k do
           if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) then return bad(K[i]) end
         end
         local mine = f[1] == hold_id
-        if f[4] <= redis_us or (mine and op == 'c') then
+        if mine and op == 'x' then
+          -- Released by its caller, who was not admitted: dropped, even past its expiry.
+          dirty[i] = true
+        elseif f[4] <= redis_us or (mine and op == 'c') then
           -- Committed: the charge at the hold's time, TAT := max(TAT, t) + c, after every
           -- charge stored (never less than the charges in the order of their times: see
           -- connection/cross_slot.rs in leakgate-redis).
@@ -267,8 +270,6 @@ for i = 1, k do
             HT[2 * x - 1], HT[2 * x] = tm, tl
             if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
           end
-          dirty[i] = true
-        elseif mine and op == 'x' then
           dirty[i] = true
         else
           kept = kept .. ';' .. h
