@@ -114,7 +114,8 @@ impl Client {
     /// On a cluster, a call whose keys live in several slots is decided in two phases, all or
     /// nothing (see [`cross_slot`]).
     pub(crate) async fn call(&self, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
-        if self.cluster && !script::same_slot(call.keys.iter().map(|key| key.name.as_slice())) {
+        let keys = || call.keys.iter().map(|key| key.name.as_slice());
+        if self.cluster && call.keys.len() > 1 && !script::same_slot(keys()) {
             return cross_slot::call(self, call, budget).await;
         }
         let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
