@@ -1,7 +1,8 @@
--- leakgate GCRA, script version 3: one decision over several buckets, all or nothing, taken only
+-- leakgate GCRA, script version 4: one decision over several buckets, all or nothing, taken only
 -- if the call has not passed its deadline. (Version 3: a rule bucket also stores its quota's tau,
 -- and a change of quota carries the units a bucket could admit, not its level; and a key may
--- hold one TAT under the quota each call brings: ARGV[9] "2".)
+-- hold one TAT under the quota each call brings: ARGV[9] "2". Version 4: a plain key may also
+-- keep holds of calls over several Redis Cluster slots, which every call counts: ARGV[8].)
 --
 -- A time is a pair (ms, lo): whole milliseconds and units of 1/D ns within the millisecond
 -- (0 <= lo < L = 10^6 * D, L <= 2^52). The script only adds, subtracts and compares pairs, so
