@@ -41,10 +41,12 @@
 //! conform to every quota and is charged to all of them, or to none. [`RedisLimiter::check_all_n`]
 //! does the same across several keys in one script call.
 //!
-//! **Redis Cluster** (see [below](#redis-cluster)): the keys of one call must live in one hash
-//! slot. Redis hashes only the part of a key between the first `{` and the next `}` when there
-//! is one, and the prefix never contains `{`, so give keys that are checked together a common
-//! tag: `"{acme}/tenant"` and `"{acme}/user/42"`. A single key needs no tag.
+//! **Redis Cluster** (see [below](#redis-cluster)): the keys of one call are decided in one script
+//! run when they live in one hash slot; keys in several slots are decided all or nothing in two
+//! phases (two round trips, see below). Redis hashes only the part of a key between the first
+//! `{` and the next `}` when there is one, and the prefix never contains `{`, so give keys that
+//! are checked together a common tag: `"{acme}/tenant"` and `"{acme}/user/42"`. A single key
+//! needs no tag.
 //!
 //! # Rules by key path
 //! A [`RedisRuleLimiter`] (blocking) or [`AsyncRedisRuleLimiter`] enforces a [`leakgate::Rules`]
@@ -161,10 +163,29 @@
 //! (and of at most two ranges it shares with a neighbour), and the other masters' keys are still
 //! decided by Redis meanwhile.
 //!
-//! * **Keys of one call in different slots** are refused whole, before any round trip
-//!   ([`Error::InvalidRequest`] from the `try_` methods; a refusal with `retry_after() == None`
-//!   otherwise): never admitted in part, never charged. Give them a common `{tag}`. (A two-phase
-//!   decision across slots is not built yet.)
+//! * **Keys of one check in different slots** (a plain limiter's `check_all_n`) are decided all
+//!   or nothing, exactly, by holds. Each slot's keys *reserve* in one script: they must conform
+//!   counting every live hold on them as charged, and then record a hold (the call's id, its
+//!   time, its cost, an expiry one deadline after the call's), charging nothing. If every slot
+//!   reserved, each *commits* (the hold becomes the charge at its own time,
+//!   `TAT := max(TAT, t) + cost`); else each *releases* (the hold is dropped). Every script
+//!   that reads a bucket counts its live holds, and commits a hold past its expiry (its caller
+//!   may have been admitted and then died). Guarantee: never more admitted than the exact GCRA
+//!   of the admitted requests, each taken at its reserve; a refused call leaves no charge,
+//!   unless its caller dies between the phases, when its held units are charged at the hold's
+//!   expiry. Meanwhile another caller of the same key sees the held units as charged, so it may
+//!   be refused by up to them until the commit or release: one round trip, at most twice the
+//!   deadline. The deadline, breaker and failure policy cover phase 1 (a slot that fails to
+//!   reserve fails the call, the others released); phase 2 takes one more round trip (at most
+//!   one more deadline); a commit that fails (a master went down) leaves its holds, which commit
+//!   at expiry. Cost: two round trips (each phase on every slot in parallel) instead of one; calls
+//!   on one slot are unchanged. Format: a key with live holds keeps them after its buckets
+//!   (script version 4: `";id/t.ms/t.ns/expiry/cost..."`); buckets written before are read as
+//!   they are, nothing to migrate. Holds appear only from cross-slot calls, which earlier
+//!   versions refused; an earlier client that meets one answers an error for that key (its
+//!   failure policy decides), never a wrong decision, so upgrade every client before making
+//!   cross-slot calls. A rules call over several slots is refused whole, before any round trip
+//!   ([`Error::InvalidRequest`] from the `try_` methods): give its keys a common `{tag}`.
 //! * **Failover.** Replication is asynchronous: a master that dies before its replica got its
 //!   last writes loses them, and each key it held may admit up to one burst more around the loss
 //!   (as in *When Redis loses keys*, below; leases find the loss as there). While the replica is

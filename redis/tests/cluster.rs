@@ -207,21 +207,14 @@ fn the_shorthands_connect_to_a_cluster() {
 }
 
 #[test]
-fn keys_in_different_slots_are_refused_whole_and_charge_nothing() {
+fn rule_keys_in_different_slots_are_refused_whole_and_charge_nothing() {
+    // (A plain limiter decides such a call all or nothing: cluster_cross_slot.rs.)
     let cluster = Cluster::start();
     let clock = support::epoch();
-    let lim = plain(Builder::cluster(cluster.seeds()), &clock);
-    // "a" and "b" hash to different slots (15495 and 3300).
-    let refused = lim.check_all_n(&["a", "b"], 1).unwrap_err();
-    assert_eq!((refused.remaining(), refused.retry_after()), (0, None));
-    assert!(cluster.keys("leakgate:*").is_empty(), "nothing charged");
-    let stats = lim.stats();
-    assert_eq!((stats.round_trips, stats.rejected, stats.breaker_opened), (0, 0, 0), "{stats:?}");
-    // The same keys under one tag are decided together.
-    assert!(lim.check_all_n(&["{t}a", "{t}b"], 1).is_ok());
     let rules = rules_limiter(Builder::cluster(cluster.seeds()), &clock);
     let err = rules.try_check_all_n(&["api/a", "tenant/b"], 1).unwrap_err();
     assert!(err.to_string().contains("hash slot"), "{err}");
+    assert!(cluster.keys("*").is_empty(), "nothing charged");
     assert!(rules.try_check_all_n(&["api/{a}", "tenant/{a}"], 1).unwrap().is_ok());
 }
 

@@ -3,10 +3,11 @@
 use crate::connection::breaker::{Breaker, Gate};
 use crate::connection::builder::Builder;
 use crate::connection::cluster::{self, Conn, Target};
+use crate::connection::cross_slot;
 use crate::connection::fallback::LocalClock;
 use crate::connection::link::Link;
 use crate::error::Error;
-use crate::script::{self, Answer, Call, Reply};
+use crate::script::{self, Answer, Call, Phase, Reply};
 use crate::stats::Counters;
 use leakgate::{Clock, TscClock};
 use redis::aio::ConnectionLike;
@@ -109,15 +110,39 @@ impl Client {
     /// unless Redis has not answered yet, the breaker is open or too many calls are in flight.
     /// The script decides only if it starts by the time the call gives up. Records the outcome
     /// in the breaker and the counters.
+    ///
+    /// On a cluster, a call whose keys live in several slots is decided in two phases, all or
+    /// nothing (see [`cross_slot`]).
     pub(crate) async fn call(&self, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
+        let keys = || call.keys.iter().map(|key| key.name.as_slice());
+        if self.cluster && call.keys.len() > 1 && !script::same_slot(keys()) {
+            return cross_slot::call(self, call, budget).await;
+        }
+        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        let give_up = self.link.redis_us(self.link.now_ns().saturating_add(budget_ns));
+        self.call_in(call, Phase::Decide, give_up, budget).await
+    }
+
+    /// When a call with `budget` left gives up, on Redis's clock (µs since the epoch).
+    pub(crate) fn give_up_us(&self, budget: Duration) -> u64 {
+        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        self.link.redis_us(self.link.now_ns().saturating_add(budget_ns))
+    }
+
+    /// Runs one `phase` of the script (its keys share a slot) within `budget`; the script
+    /// decides nothing if it starts after `give_up` (µs on Redis's clock).
+    pub(crate) async fn call_in(
+        &self,
+        call: &Call<'_>,
+        phase: Phase<'_>,
+        give_up: u64,
+        budget: Duration,
+    ) -> Result<Reply, Error> {
         let Some(conn) = self.link.connection() else {
             self.stats.unavailable.inc();
             return Err(Error::Connecting);
         };
-        // The script's deadline: when this call gives up, on Redis's clock (never later).
-        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
-        let give_up = self.link.now_ns().saturating_add(budget_ns);
-        let cmd = call.command(&self.sha, self.link.redis_us(give_up), self.cluster)?;
+        let cmd = call.command(&self.sha, give_up, self.cluster, phase)?;
         let breaker = self.breaker_of(call);
         let gate = breaker.enter(self.monotonic.now_ns());
         if let Gate::Open(_) = gate {
@@ -135,7 +160,7 @@ impl Client {
                 breaker.success();
                 self.link.observe(reply.redis_us, self.link.now_ns());
                 let left = budget.saturating_sub(started.elapsed());
-                let charged = call.write && reply.granted;
+                let charged = (call.write && reply.granted) || matches!(phase, Phase::Commit(_));
                 if self.wait_replicas == 0 || !charged || self.replicated(conn, call, left).await {
                     return Ok(reply);
                 }

@@ -8,6 +8,7 @@
 //!   Redis's;
 //! * `breaker`: the circuit breaker;
 //! * `client`: one call with its deadline, in-flight bound and breaker (what every limiter uses);
+//! * `cross_slot`: a call over several slots of a cluster, all or nothing (holds);
 //! * `fallback`: the local limiter of [`FailurePolicy::Local`](crate::FailurePolicy::Local);
 //! * `runtime`: the tokio runtime a blocking limiter runs on.
 
@@ -15,6 +16,7 @@ pub(crate) mod breaker;
 pub(crate) mod builder;
 pub(crate) mod client;
 pub(crate) mod cluster;
+pub(crate) mod cross_slot;
 pub(crate) mod fallback;
 pub(crate) mod link;
 pub(crate) mod policy;

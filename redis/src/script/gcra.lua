@@ -1,7 +1,8 @@
--- leakgate GCRA, script version 3: one decision over several buckets, all or nothing, taken only
+-- leakgate GCRA, script version 4: one decision over several buckets, all or nothing, taken only
 -- if the call has not passed its deadline. (Version 3: a rule bucket also stores its quota's tau,
 -- and a change of quota carries the units a bucket could admit, not its level; and a key may
--- hold one TAT under the quota each call brings: ARGV[9] "2".)
+-- hold one TAT under the quota each call brings: ARGV[9] "2". Version 4: a plain key may also
+-- keep holds of calls over several Redis Cluster slots, which every call counts: ARGV[8].)
 --
 -- A time is a pair (ms, lo): whole milliseconds and units of 1/D ns within the millisecond
 -- (0 <= lo < L = 10^6 * D, L <= 2^52). The script only adds, subtracts and compares pairs, so
@@ -15,10 +16,15 @@
 -- ARGV[4]    max_wait, whole ms          ARGV[5] max_wait, ns within that ms
 -- ARGV[6]    extra units to lease after an admission (0: none; only with one plain key)
 -- ARGV[7]    ms added to each key's time to live beyond the moment its buckets are empty
--- ARGV[8]    "1": charge the cost if it conforms; "0": a peek, nothing is charged
+-- ARGV[8]    "1": charge the cost if it conforms; "0": a peek, nothing is charged; a phase of a
+--            call over several Redis Cluster slots (plain buckets only; see gcra_general.lua):
+--            "r" reserve (conforms: a hold is recorded, nothing charged), "c" commit the hold
+--            (charge it), "x" release it (nothing charged); then ARGV[#ARGV - 1] is the call's
+--            id and ARGV[#ARGV] its hold's expiry on Redis's clock (µs)
 -- ARGV[9]    how keys hold their buckets:
 --            "0" plain: "ms:lo,ms:lo,..." (the key's name fixes its quotas; every key has the
---                m quotas in order);
+--                m quotas in order), then any holds, each ";id/t.ms/t.ns/exp.us/c.ms/c.lo/..."
+--                (script version 4: see gcra_general.lua);
 --            "1" rules: "ms:lo@D:T.ms:T.lo:tau.ms:tau.lo,..." (each bucket names the quota it
 --                is kept in; one kept in another quota is carried over to its quota now: see
 --                carry() in gcra_carry.lua). A leading '~' marks a copy kept for servers on
@@ -57,7 +63,7 @@
 -- makes, on every call). Its quota is ARGV[11..16]; its cost ARGV[20..21]. A rule bucket that
 -- must be carried over (kept in another quota, marked, or with other buckets) leaves this block
 -- by `break` and goes the general way.
-if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[17] == '0' and ARGV[18] == '1' then
+if #KEYS == 1 and ARGV[3] == '1' and ARGV[6] == '0' and ARGV[17] == '0' and ARGV[18] == '1' and ARGV[8] < '2' then
 repeat
   local tonumber = tonumber
   local t = redis.call('TIME')
@@ -91,6 +97,8 @@ repeat
       if a ~= nil and d ~= ARGV[11] then break end
     else
       a, b = string.match(raw, '^(%d+):(%d+)$')
+      -- Holds of a cross-slot call (see gcra_general.lua): the general path reads them.
+      if a == nil and string.find(raw, ';', 1, true) then break end
     end
     if a == nil or #a > 16 or #b > 16 then
       return redis.error_reply('leakgate: not a leakgate bucket at key ' .. KEYS[1])

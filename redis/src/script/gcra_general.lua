@@ -33,7 +33,15 @@ local m = arg(3)
 local mw_ms, mw_ns = arg(4), arg(5)
 local lease_want = arg(6)
 local slack = arg(7)
-local write = ARGV[8] == '1'
+-- ARGV[8]: "1" charge, "0" peek, or a phase of a cross-slot call: "r" reserve, "c" commit,
+-- "x" release (see the holds, below), whose id and hold expiry (µs, Redis's clock) end ARGV.
+local op = ARGV[8]
+local write = op == '1' or op == 'r'
+local hold_id, hold_exp
+if op == 'r' or op == 'c' or op == 'x' then
+  hold_id, hold_exp = ARGV[#ARGV - 1], arg(#ARGV)
+  if not string.match(hold_id, '^%x+$') or ARGV[9] ~= '0' then error('leakgate: bad hold') end
+end
 local rules = ARGV[9] == '1'
 local tat = ARGV[9] == '2'
 -- Quota j's numbers at Q[7j-6 .. 7j]: D, L, T.ms, T.lo, tau.ms, tau.lo, and now's lo in its units.
@@ -94,6 +102,18 @@ local V = {}
 -- Keys whose stored value must be written even if not charged (carried over, dropped buckets,
 -- origins taken in).
 local dirty = {}
+-- Holds of cross-slot calls (plain buckets only; script version 4). A call whose keys live in
+-- several Redis Cluster slots is decided in two phases: each slot's script reserves ("r"): its
+-- buckets conform counting every live hold as charged, and then it records a hold
+-- ";id/t.ms/t.ns/exp.us/c.ms/c.lo/..." (the call's id, its time, when the hold expires, and the
+-- cost of each bucket) after the key's buckets, charging nothing. Then the caller commits ("c":
+-- TAT := max(TAT, t) + c, the charge at the hold's time) or releases ("x": the hold is dropped)
+-- on every slot. A hold past its expiry is committed by whichever script next reads the key,
+-- never dropped: its caller may have been admitted. HC[2x - 1], HC[2x]: the live holds' cost on
+-- bucket x; HS[i]: key i's live holds as stored; A: each bucket's TAT without the live holds
+-- (what is stored), while S counts them (what decides).
+-- HT: each plain bucket's stored TAT (0 if none; not raised to now), which a commit charges.
+local HC, HS, A, HT = {}, {}, {}, {}
 
 -- A rule bucket's TAT (am, al, in units of Do), carried to quota j as of now: its new TAT.
 local function carried(am, al, Do, tm, tl, um, ul, j)
@@ -174,7 +194,11 @@ for i = 1, k do
       end
     end
   else
-    local pos = 1
+    local pos, holds = 1, nil
+    if raw and not tat then
+      local cut = string.find(raw, ';', 1, true)
+      if cut then raw, holds = string.sub(raw, 1, cut - 1), string.sub(raw, cut + 1) end
+    end
     for b = 1, C[i] do
       local x = F[i] + b - 1
       local o = 7 * (J[x] - 1)
@@ -210,10 +234,55 @@ for i = 1, k do
         end
         if al >= L then return bad(K[i]) end
         if not le(am, al, now_ms, nl) then tm, tl = am, al end
+        if not tat then HT[2 * x - 1], HT[2 * x] = am, al end
+      elseif not tat then
+        HT[2 * x - 1], HT[2 * x] = 0, 0
       end
       S[2 * x - 1], S[2 * x] = tm, tl
     end
     if raw and pos ~= #raw + 1 then return bad(K[i]) end
+    if holds then
+      local kept = ''
+      for h in string.gmatch(holds, '[^;]+') do
+        local f = {}
+        for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
+        if #f ~= 4 + 2 * C[i] or not string.match(f[1], '^%x+$') then return bad(K[i]) end
+        for e = 2, #f do
+          f[e] = num(f[e])
+          -- Times and costs within the pairs' range (see gcra_carry.lua); the expiry is µs.
+          if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) then return bad(K[i]) end
+        end
+        local mine = f[1] == hold_id
+        if mine and op == 'x' then
+          -- Released by its caller, who was not admitted: dropped, even past its expiry.
+          dirty[i] = true
+        elseif f[4] <= redis_us or (mine and op == 'c') then
+          -- Committed: the charge at the hold's time, TAT := max(TAT, t) + c, after every
+          -- charge stored (never less than the charges in the order of their times: see
+          -- connection/cross_slot.rs in leakgate-redis).
+          for b = 1, C[i] do
+            local x = F[i] + b - 1
+            local o = 7 * (J[x] - 1)
+            local L, tm, tl = Q[o + 2], f[2], f[3] * Q[o + 1]
+            if f[3] >= 1000000 or f[4 + 2 * b] >= L then return bad(K[i]) end
+            if HT[2 * x - 1] ~= nil and lt(tm, tl, HT[2 * x - 1], HT[2 * x]) then tm, tl = HT[2 * x - 1], HT[2 * x] end
+            tm, tl = add(tm, tl, f[3 + 2 * b], f[4 + 2 * b], L)
+            HT[2 * x - 1], HT[2 * x] = tm, tl
+            if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
+          end
+          dirty[i] = true
+        else
+          kept = kept .. ';' .. h
+          for b = 1, C[i] do
+            local x = F[i] + b - 1
+            local L = Q[7 * (J[x] - 1) + 2]
+            if f[4 + 2 * b] >= L then return bad(K[i]) end
+            HC[2 * x - 1], HC[2 * x] = add(HC[2 * x - 1] or 0, HC[2 * x] or 0, f[3 + 2 * b], f[4 + 2 * b], L)
+          end
+        end
+      end
+      HS[i] = kept
+    end
   end
 end
 
@@ -237,6 +306,20 @@ if lease_want > 0 and k == 1 and not rules then
       if lt(S[2 * x - 1], S[2 * x], fm, fl) then S[2 * x - 1], S[2 * x] = fm, fl end
     end
     dirty[1] = true
+  end
+end
+
+-- What is stored (A), and what decides (S): the stored TAT plus every live hold. A plain bucket
+-- keeps its TAT as stored (not raised to now), so that a hold committed later is charged at its
+-- own time.
+for x = 1, #S / 2 do
+  if HT[2 * x - 1] ~= nil and not lost then
+    A[2 * x - 1], A[2 * x] = HT[2 * x - 1], HT[2 * x]
+  else
+    A[2 * x - 1], A[2 * x] = S[2 * x - 1], S[2 * x]
+  end
+  if HC[2 * x - 1] then
+    S[2 * x - 1], S[2 * x] = add(S[2 * x - 1], S[2 * x], HC[2 * x - 1], HC[2 * x], Q[7 * (J[x] - 1) + 2])
   end
 end
 
@@ -282,6 +365,10 @@ if granted then
     local g = G[i]
     if g == 0 or V[2 * g - 1] == nil or le(V[2 * g - 1], V[2 * g], mw_ms, mw_ns) then
       charged[i] = true
+      -- A reserve records its hold (counted in S from now on), and charges nothing.
+      if op == 'r' then
+        HS[i] = (HS[i] or '') .. ';' .. hold_id .. '/' .. string.format('%.0f/%.0f/%.0f', now_ms, now_ns, hold_exp)
+      end
       for x = F[i], F[i] + C[i] - 1 do
         local o = 7 * (J[x] - 1)
         local L = Q[o + 2]
@@ -289,6 +376,13 @@ if granted then
         local bm, bl = S[2 * x - 1], S[2 * x]
         if le(bm, bl, gm, gl) then bm, bl = gm, gl end
         S[2 * x - 1], S[2 * x] = add(bm, bl, W[2 * x - 1], W[2 * x], L)
+        if op == 'r' then
+          HS[i] = HS[i] .. string.format('/%.0f/%.0f', W[2 * x - 1], W[2 * x])
+        else
+          bm, bl = A[2 * x - 1], A[2 * x]
+          if le(bm, bl, gm, gl) then bm, bl = gm, gl end
+          A[2 * x - 1], A[2 * x] = add(bm, bl, W[2 * x - 1], W[2 * x], L)
+        end
       end
     end
   end
@@ -326,6 +420,8 @@ if lease_want > 0 and k == 1 and not rules and granted and delay_ms == 0 and del
         for j = 1, m do
           S[2 * j - 1], S[2 * j] =
             add(S[2 * j - 1], S[2 * j], pw[2 * m * q + 2 * j - 1], pw[2 * m * q + 2 * j], Q[7 * j - 5])
+          A[2 * j - 1], A[2 * j] =
+            add(A[2 * j - 1], A[2 * j], pw[2 * m * q + 2 * j - 1], pw[2 * m * q + 2 * j], Q[7 * j - 5])
         end
       end
     end
@@ -348,7 +444,7 @@ for i = 1, k do
     for x = F[i], F[i] + C[i] - 1 do
       local j = J[x]
       local o = 7 * (j - 1)
-      local pair = string.format('%.0f:%.0f', S[2 * x - 1], S[2 * x])
+      local pair = string.format('%.0f:%.0f', A[2 * x - 1], A[2 * x])
       if rules then pair = pair .. '@' .. R[j] end
       if tat then pair = pair .. '@' .. ARGV[11] .. ';' .. ARGV[#ARGV] end
       if x == F[i] then value = pair else value = value .. ',' .. pair end
@@ -356,6 +452,16 @@ for i = 1, k do
         local dm = ms_up(sub(S[2 * x - 1], S[2 * x], now_ms, Q[o + 7], Q[o + 2]))
         if dm > ttl then ttl = dm end
       end
+    end
+    -- Live holds stay after the buckets, and keep the key until they expire and their charge
+    -- (counted in S, so in ttl) has passed.
+    if HS[i] and HS[i] ~= '' then
+      value = value .. HS[i]
+      local last = 0
+      for e in string.gmatch(HS[i], ';%x+/%d+/%d+/(%d+)') do
+        if tonumber(e) > last then last = tonumber(e) end
+      end
+      if last > redis_us then ttl = ttl + math.ceil((last - redis_us) / 1000) end
     end
     redis.call('SET', KEYS[K[i]], value, 'PX', string.format('%.0f', ttl + slack + 1))
     -- At each origin, a marked ('~') copy of the key's buckets as they are (each names its

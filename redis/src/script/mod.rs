@@ -94,8 +94,28 @@ pub(crate) enum Keep<'a> {
     Tat(&'a str),
 }
 
+/// Which step of a call the script takes: a whole decision, or a phase of a call over several
+/// Redis Cluster slots (see [`crate::connection::cross_slot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase<'a> {
+    /// Decide (or peek) and charge, all in one script.
+    Decide,
+    /// Decide counting every live hold as charged; if the keys conform, record a hold with this
+    /// id that expires at `expires_us` on Redis's clock, and charge nothing.
+    Reserve {
+        /// The call's id.
+        id: &'a str,
+        /// When the hold expires (and is committed by the next script that reads its key).
+        expires_us: u64,
+    },
+    /// Charge the hold with this id, at its time.
+    Commit(&'a str),
+    /// Drop the hold with this id: nothing charged.
+    Release(&'a str),
+}
+
 impl Call<'_> {
-    /// The `EVALSHA` command for this call, which decides nothing if it starts after
+    /// The `EVALSHA` command for this call's `phase`, which decides nothing if it starts after
     /// `deadline_us` on Redis's clock (`TIME`, µs since the epoch). Every number is below 2^53
     /// (see [`crate::script::units`]). On a Redis Cluster (`one_slot`), the keys must share a
     /// hash slot (else [`Error::InvalidRequest`]), and an origin in another slot than its key is
@@ -105,6 +125,7 @@ impl Call<'_> {
         sha: &str,
         deadline_us: u64,
         one_slot: bool,
+        phase: Phase<'_>,
     ) -> Result<redis::Cmd, Error> {
         if one_slot && !same_slot(self.keys.iter().map(|k| k.name.as_slice())) {
             return Err(Error::InvalidRequest(CROSS_SLOT));
@@ -138,7 +159,13 @@ impl Call<'_> {
             .arg(self.max_wait_ns % NS_PER_MS)
             .arg(self.lease_want)
             .arg(self.expiry_slack_ms.min(1 << 40))
-            .arg(if self.write { "1" } else { "0" })
+            .arg(match phase {
+                Phase::Decide if self.write => "1",
+                Phase::Decide => "0",
+                Phase::Reserve { .. } => "r",
+                Phase::Commit(_) => "c",
+                Phase::Release(_) => "x",
+            })
             .arg(match self.keep {
                 Keep::Plain => "0",
                 Keep::Rules => "1",
@@ -173,6 +200,15 @@ impl Call<'_> {
         }
         if let Keep::Tat(note) = self.keep {
             cmd.arg(note);
+        }
+        match phase {
+            Phase::Decide => {}
+            Phase::Reserve { id, expires_us } => {
+                cmd.arg(id).arg(expires_us.min(MAX_EXACT));
+            }
+            Phase::Commit(id) | Phase::Release(id) => {
+                cmd.arg(id).arg(0);
+            }
         }
         if self.lease_want > 0 {
             for (j, rate) in quotas.iter().enumerate() {
@@ -209,7 +245,7 @@ pub(crate) fn same_slot<'a>(mut keys: impl Iterator<Item = &'a [u8]>) -> bool {
 }
 
 /// The largest integer a Lua number holds exactly (2^53 - 1).
-const MAX_EXACT: u64 = (1 << 53) - 1;
+pub(crate) const MAX_EXACT: u64 = (1 << 53) - 1;
 
 /// What the script answered.
 #[derive(Clone, Debug, PartialEq, Eq)]

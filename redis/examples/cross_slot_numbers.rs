@@ -1,0 +1,146 @@
+//! What a call over several slots of a Redis Cluster costs: a 3-master, 3-replica cluster started
+//! for the run on this machine (`scripts/ensure-redis.sh`).
+//!
+//! `cargo run --release -p leakgate-redis --example cross_slot_numbers [seconds per measurement]`
+//!
+//! One process, 64 tokio tasks on 2 worker threads, a plain limiter, 1024 key pairs; interleaved,
+//! 3 rounds, medians: decisions/s, round trips per decision and Redis CPU (user + system, summed
+//! over the masters) per decision for one key, for `check_all_n` over two keys sharing a `{tag}`
+//! (one script), and over two keys in different slots (reserve and commit on each: holds).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use leakgate_redis::{AsyncRedisLimiter, Builder};
+use leakgate_test_support::Cluster;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TASKS: usize = 64;
+const PAIRS: usize = 1024;
+
+/// How a decision names its keys.
+#[derive(Clone, Copy)]
+enum Shape {
+    One,
+    Tagged,
+    CrossSlot,
+}
+
+fn main() {
+    let secs: f64 = std::env::args().nth(1).map_or(2.0, |s| s.parse().expect("seconds"));
+    let run_for = Duration::from_secs_f64(secs);
+    let cluster = Cluster::start();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let masters: Vec<u16> = cluster.masters().iter().map(|&i| cluster.nodes()[i].port()).collect();
+    println!("cluster masters {masters:?}; {secs} s per measurement, {TASKS} tasks");
+    let shapes = [
+        ("one key          ", Shape::One),
+        ("2 keys, one {tag}", Shape::Tagged),
+        ("2 keys, 2 slots  ", Shape::CrossSlot),
+    ];
+    let mut results = vec![(vec![], vec![], vec![]); shapes.len()];
+    for round in 0..3 {
+        for (s, &(_, shape)) in shapes.iter().enumerate() {
+            let (rate, trips, cpu) = measure(&rt, &cluster, &masters, shape, run_for, round);
+            results[s].0.push(rate);
+            results[s].1.push(trips);
+            results[s].2.push(cpu);
+        }
+    }
+    println!("\nmedian of 3 (decisions/s of each round in brackets):");
+    for ((label, _), (rate, trips, cpu)) in shapes.iter().zip(&mut results) {
+        let rounds: Vec<u64> = rate.iter().map(|x| *x as u64).collect();
+        println!(
+            "  {label} {:>8.0} decisions/s {rounds:?}  {:.2} round trips/decision  Redis CPU \
+             {:>5.1} us/decision (all masters)",
+            median(rate),
+            median(trips),
+            median(cpu)
+        );
+    }
+}
+
+/// Decisions/s, round trips per decision and Redis CPU µs per decision for `shape`.
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    ports: &[u16],
+    shape: Shape,
+    run_for: Duration,
+    round: usize,
+) -> (f64, f64, f64) {
+    let lim = rt.block_on(
+        Builder::cluster(cluster.seeds())
+            .quota("1000000000/s".parse().unwrap())
+            .prefix(format!("x{round}:"))
+            .deadline(Duration::from_millis(200))
+            .connect_async(),
+    );
+    let lim = lim.unwrap();
+    let cpu_before: f64 = ports.iter().map(|&p| cpu_secs(p)).sum();
+    let (count, secs) = rt.block_on(drive(lim.clone(), shape, run_for));
+    let cpu: f64 = ports.iter().map(|&p| cpu_secs(p)).sum::<f64>() - cpu_before;
+    let stats = lim.stats();
+    assert_eq!(
+        stats.policy_admitted + stats.policy_denied,
+        0,
+        "every decision by Redis: {stats:?}"
+    );
+    assert_eq!(stats.redis_denied, 0, "every call admitted: {stats:?}");
+    let per = |x: f64| x / count.max(1) as f64;
+    (count as f64 / secs, per(stats.round_trips as f64), per(cpu * 1e6))
+}
+
+/// `TASKS` tasks deciding key pairs in turn until `run_for` has passed: (decisions, seconds).
+async fn drive(lim: AsyncRedisLimiter, shape: Shape, run_for: Duration) -> (u64, f64) {
+    let pairs: Arc<Vec<[String; 2]>> = Arc::new(
+        (0..PAIRS)
+            .map(|i| match shape {
+                Shape::One | Shape::CrossSlot => [format!("a{i}"), format!("b{i}")],
+                Shape::Tagged => [format!("{{t{i}}}a"), format!("{{t{i}}}b")],
+            })
+            .collect(),
+    );
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let (lim, pairs) = (lim.clone(), pairs.clone());
+            tokio::spawn(async move {
+                let (mut n, mut i) = (0u64, t);
+                while start.elapsed() < run_for {
+                    let pair = &pairs[i % pairs.len()];
+                    let _ = match shape {
+                        Shape::One => lim.check(&pair[0]).await,
+                        _ => lim.check_all_n(&pair[..], 1).await,
+                    };
+                    n += 1;
+                    i += TASKS;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    (total, start.elapsed().as_secs_f64())
+}
+
+/// A node's CPU time so far (`INFO cpu`: user + system, main thread and children), in seconds.
+fn cpu_secs(port: u16) -> f64 {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("cpu").query(&mut con).unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

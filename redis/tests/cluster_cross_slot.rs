@@ -1,0 +1,156 @@
+//! Calls whose keys live in different slots of a real six-node Redis Cluster are decided all or
+//! nothing (holds: reserve on every slot, then commit or release; see `connection/cross_slot.rs`):
+//! a refused call charges nothing anywhere, and under contention from several clients, on a
+//! frozen manual clock, no key admits more than its burst and every key's state is exactly the
+//! units admitted on it (no charge left behind a refusal, no hold left).
+
+mod support;
+
+use leakgate::ManualClock;
+use leakgate_redis::{Builder, RedisLimiter};
+use leakgate_test_support::Cluster;
+use std::time::Duration;
+
+/// A plain limiter on the cluster, on the caller's `clock`.
+fn limiter(cluster: &Cluster, quota: &str, clock: &ManualClock) -> RedisLimiter {
+    Builder::cluster(cluster.seeds())
+        .quota(quota.parse().unwrap())
+        .caller_clock(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .expiry_slack(Duration::from_secs(3600))
+        .connect()
+        .expect("a limiter")
+}
+
+/// The value of `key` on the master that holds it.
+fn get(cluster: &Cluster, key: &[u8]) -> String {
+    let mut con = cluster.nodes()[cluster.master_of(key)].connection();
+    redis::cmd("GET").arg(key).query(&mut con).unwrap()
+}
+
+#[test]
+fn a_call_over_several_slots_is_all_or_nothing() {
+    let cluster = Cluster::start();
+    let clock = support::epoch();
+    let lim = limiter(&cluster, "10/s burst 3", &clock);
+    // "a" and "b" hash to different slots (15495 and 3300), on different masters.
+    assert_ne!(cluster.master_of(b"leakgate:a"), cluster.master_of(b"leakgate:b"));
+    let before = lim.stats().round_trips;
+    let admitted = lim.check_all_n(&["a", "b"], 1).unwrap();
+    assert_eq!(admitted.remaining(), 2);
+    assert_eq!(lim.stats().round_trips - before, 4, "reserve and commit on each slot");
+    lim.check_n("b", 2).unwrap();
+    // "b" is full: the call is refused whole, and "a" keeps its two units.
+    let refused = lim.check_all_n(&["a", "b"], 1).unwrap_err();
+    assert_eq!(refused.remaining(), 0);
+    assert!(refused.retry_after().is_some());
+    assert_eq!(lim.peek("a").unwrap().remaining(), 2, "nothing charged on a");
+    lim.check_n("a", 2).unwrap();
+    assert!(lim.check("a").is_err());
+    // A cost above the burst is refused without a charge; a key named twice is charged twice.
+    assert!(lim.check_all_n(&["c", "d"], 4).unwrap_err().retry_after().is_none());
+    lim.check_all_n(&["c", "d", "c"], 1).unwrap();
+    assert_eq!((lim.peek("c").unwrap().remaining(), lim.peek("d").unwrap().remaining()), (1, 2));
+    // No hold is left on any key.
+    for key in cluster.keys("leakgate:*") {
+        let value = get(&cluster, &key);
+        assert!(!value.contains(';'), "{value}");
+    }
+}
+
+#[test]
+fn contending_cross_slot_calls_never_admit_past_the_burst_nor_leave_a_charge() {
+    const KEYS: [&str; 6] = ["k0", "k1", "k2", "k3", "k4", "k5"];
+    const BURST: u64 = 40;
+    let cluster = Cluster::start();
+    let clock = support::epoch();
+    let quota = format!("1/h burst {BURST}");
+    // Six clients, each its own connection, on one frozen clock: every unit a key admits stays
+    // charged, so each key admits at most its burst, and its state is exactly what it admitted.
+    let per_client: Vec<[u64; 6]> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6u64)
+            .map(|c| {
+                let lim = limiter(&cluster, &quota, &clock);
+                s.spawn(move || {
+                    let mut units = [0u64; 6];
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ c;
+                    for _ in 0..80 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (i, j, n) =
+                            ((x % 6) as usize, ((x >> 8) % 6) as usize, 1 + (x >> 16) % 3);
+                        let keys: Vec<&str> = if x.is_multiple_of(4) {
+                            vec![KEYS[i]]
+                        } else {
+                            vec![KEYS[i], KEYS[j]]
+                        };
+                        if lim.check_all_n(&keys, n).is_ok() {
+                            for k in &keys {
+                                units[KEYS.iter().position(|x| x == k).unwrap()] += n;
+                            }
+                        }
+                    }
+                    units
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let lim = limiter(&cluster, &quota, &clock);
+    let mut refused_somewhere = false;
+    for (k, key) in KEYS.iter().enumerate() {
+        let units: u64 = per_client.iter().map(|u| u[k]).sum();
+        assert!(units <= BURST, "{key} admitted {units} > {BURST}");
+        let left = lim.peek(key).unwrap().remaining();
+        assert_eq!(left, BURST - units, "{key}: the state is what was admitted");
+        refused_somewhere |= left < 3;
+    }
+    assert!(refused_somewhere, "the keys were never contended");
+    for key in cluster.keys("leakgate:*") {
+        assert!(!get(&cluster, &key).contains(';'), "a hold was left");
+    }
+}
+
+#[test]
+fn a_frozen_master_fails_the_whole_call_by_its_deadline_and_leaves_no_charge() {
+    const DEADLINE: Duration = Duration::from_millis(200);
+    let cluster = Cluster::start();
+    let clock = support::epoch();
+    let lim = Builder::cluster(cluster.seeds())
+        .quota("1/h burst 3".parse().unwrap())
+        .caller_clock(clock.clone())
+        .deadline(DEADLINE)
+        .expiry_slack(Duration::from_secs(3600))
+        .connect()
+        .expect("a limiter");
+    let frozen = cluster.master_of(&lim.redis_key("b"));
+    assert_ne!(cluster.master_of(&lim.redis_key("a")), frozen);
+    // Below the cluster's node timeout: a freeze, not a failover.
+    cluster.nodes()[frozen].pause();
+    let started = std::time::Instant::now();
+    let answer = lim.check_all_n(&["a", "b"], 1);
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.nodes()[frozen].resume();
+    // The failure policy (deny) answered for the whole call, within the deadline (and what a
+    // busy machine's scheduling adds).
+    assert!(answer.is_err(), "{answer:?}");
+    assert_eq!(lim.stats().policy_denied, 1, "{:?}", lim.stats());
+    assert!(took <= DEADLINE + Duration::from_secs(1), "took {took:?}");
+    // "a" reserved, and was released; "b"'s reserve ran after the call's deadline and decided
+    // nothing: both keep their whole burst, and no hold is left.
+    let mut peeks = None;
+    for _ in 0..50 {
+        if let (Ok(a), Ok(b)) = (lim.peek("a"), lim.peek("b")) {
+            peeks = Some((a.remaining(), b.remaining()));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(peeks, Some((3, 3)));
+    for key in cluster.keys("leakgate:*") {
+        assert!(!get(&cluster, &key).contains(';'), "a hold was left");
+    }
+    lim.check_all_n(&["a", "b"], 3).expect("both full again");
+}
