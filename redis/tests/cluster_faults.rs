@@ -236,7 +236,9 @@ fn slots_migrated_under_load_lose_nothing_and_surface_no_error() {
         // not run the load thread that asks for the key (measured alone: at most one).
         let bound = BURST + clock_moved / T_MS;
         assert!(count <= bound, "k{i} admitted {count}, above the bound {bound}");
-        assert!(count >= bound - bound / 10, "k{i} admitted {count}: the load stalled ({bound})");
+        // Half: a 2-core CI machine running other tests beside this one left 10% unclaimed once;
+        // a migration that blocked the key for a while would leave far more.
+        assert!(count >= bound / 2, "k{i} admitted {count}: the load stalled ({bound})");
     }
     let stats = lim.stats();
     // ASK and MOVED were followed inside the calls: no error reply reached the limiter.
