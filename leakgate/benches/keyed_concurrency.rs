@@ -74,8 +74,11 @@ impl Op for KeyedLimiter<u64> {
 
 /// The table `KeyedConcurrencyLimiter` had before: 64 shards, each a `HashMap` of the keys with
 /// permits in flight under a short `Mutex`, room reserved up front, a key removed at 0.
+/// One shard of [`Sharded`]: its keys with permits in flight, and how many each holds.
+type Shard = crossbeam_utils::CachePadded<Mutex<HashMap<u64, u32>>>;
+
 struct Sharded {
-    shards: Box<[crossbeam_utils::CachePadded<Mutex<HashMap<u64, u32>>>]>,
+    shards: Box<[Shard]>,
     hasher: RandomState,
     per_shard: usize,
 }
@@ -84,7 +87,9 @@ impl Sharded {
     fn with_capacity(capacity: usize) -> Self {
         let per_shard = capacity.div_ceil(64).max(1);
         let shards = (0..64)
-            .map(|_| crossbeam_utils::CachePadded::new(Mutex::new(HashMap::with_capacity(per_shard))))
+            .map(|_| {
+                crossbeam_utils::CachePadded::new(Mutex::new(HashMap::with_capacity(per_shard)))
+            })
             .collect();
         Sharded { shards, hasher: RandomState::new(), per_shard }
     }
@@ -198,7 +203,8 @@ fn main() {
         for order in [Order::Scattered, Order::Random] {
             for &threads in &thread_counts {
                 let steps = (3 * n).max(2_000_000) / threads;
-                let (mut l, mut m, mut r, mut lr, mut lm) = (vec![], vec![], vec![], vec![], vec![]);
+                let (mut l, mut m, mut r, mut lr, mut lm) =
+                    (vec![], vec![], vec![], vec![], vec![]);
                 for round in 0..rounds {
                     let mut got = [0.0; 3];
                     for j in 0..3 {

@@ -20,11 +20,11 @@
 //!   the slot the add found ([`Pinned`]) with a `fetch_sub`.
 
 use super::capacity;
+use super::group::{Group, Side, SEALED, SLOTS};
 use super::request::{Arrival, EpochOf, FirstState};
 use super::reuse::COUNT_MASK;
 use super::slot::{Found, Tat};
 use super::table::Table;
-use super::group::{Group, Side, SEALED, SLOTS};
 use crate::sync::Ordering;
 use std::borrow::Borrow;
 use std::hash::Hash;

@@ -288,17 +288,18 @@ impl<K: Hash + Eq + Clone> Table<K> {
     {
         let at = self.at(gi)?;
         let key = self.new_key(new, at.line(), slot);
-        let version = at.line().reclaim(&at.side(), (slot, idle_tat), new.reuse(), key, |held| {
-            // A counter opens at its next generation (see `reuse.rs`).
-            let Some(rate) = new.rate else { return Reuse::next_generation(held) };
-            // Relaxed: the new value reaches a later insert of the forgotten key through the
-            // Release publication of the group that follows (it must find the key gone first).
-            let idle_ns = self.marks.idle.fetch_max(new.now_ns, Ordering::Relaxed);
-            let forgotten_at = rate.units_at(idle_ns).max(new.now);
-            // No fuller than an idle bucket through the changes of quota (a level handed over
-            // is already at least that full: it is not added twice).
-            (new.start)().open(forgotten_at.max(held + 1), SEALED - 1).max(self.fresh())
-        })?;
+        let version =
+            at.line().reclaim(&at.side(), (slot, idle_tat), new.reuse(), key, |held| {
+                // A counter opens at its next generation (see `reuse.rs`).
+                let Some(rate) = new.rate else { return Reuse::next_generation(held) };
+                // Relaxed: the new value reaches a later insert of the forgotten key through the
+                // Release publication of the group that follows (it must find the key gone first).
+                let idle_ns = self.marks.idle.fetch_max(new.now_ns, Ordering::Relaxed);
+                let forgotten_at = rate.units_at(idle_ns).max(new.now);
+                // No fuller than an idle bucket through the changes of quota (a level handed over
+                // is already at least that full: it is not added twice).
+                (new.start)().open(forgotten_at.max(held + 1), SEALED - 1).max(self.fresh())
+            })?;
         Some(at.found(slot, version))
     }
 
