@@ -29,7 +29,9 @@ pub const DEFAULT_KEYED_CAPACITY: usize = 100_000;
 ///   as keys reach them and never more, and holds that many keys with permits in flight at once,
 ///   whatever their hashes (see [`KeyedLimiter`'s memory and cost](crate::KeyedLimiter#memory-and-cost)).
 /// * **A key with nothing in flight costs nothing.** Its slot is given to the next new key that
-///   needs room; a key is never reclaimed while a permit of it is held.
+///   needs room; a key is never reclaimed while a permit of it is held. Acquires and releases of
+///   keys the table holds never allocate; a key given a slot (new, or back after its slot went to
+///   another key) takes its home shard's lock and allocates its group's new array of keys.
 /// * **A full table refuses.** A new key that finds every slot it may use holding permits gets
 ///   `None`, as a key at its limit does; no held permit is ever dropped to make room.
 /// * **Memory.** About 33 bytes a slot for `u64` keys once its page is allocated, plus what the
