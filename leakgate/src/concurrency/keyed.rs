@@ -1,36 +1,41 @@
-//! [`KeyedConcurrencyLimiter`]: at most `max` in flight per key, in a bounded table that holds
-//! only keys with something in flight.
+//! [`KeyedConcurrencyLimiter`]: at most `max` in flight per key, in the bounded, lock-free table
+//! of the keyed rate limiter, where a key with nothing in flight is free to be reclaimed.
 //!
 //! # Implementation details
 //!
-//! The keyed rate table (`keyed/`) reclaims a bucket when time has drained it; a count drains
-//! only when its permits come back, at a moment the table cannot see coming, and a key must
-//! vanish the instant its last permit does (a key with nothing in flight costs nothing). So this
-//! is a table of its own: 64 shards, each a `HashMap<K, u32>` of the keys with permits held,
-//! under a short OS lock taken for one lookup and one add (or remove) and never across user code.
-//! A key's entry is removed when its count returns to zero. The table holds at most `capacity`
-//! keys in all (each shard an equal part, reserved up front so the hot path never grows a map);
-//! a new key past that is refused, like a key at its limit.
+//! Each key's slot holds its count in flight (see `keyed/counted.rs`): an acquire finds the key
+//! without a lock and CASes its count up within the limit; a release subtracts from the slot the
+//! acquire found, which its own permits keep from changing key meanwhile. A slot at count 0 is
+//! given to the next new key that needs room, as the rate table gives an empty bucket's slot: a
+//! key is never reclaimed while a permit of it is held. Only a key the table does not hold takes
+//! a lock (its home shard's), to be given a slot.
 
 use super::error::{checked, ConcurrencyError};
-use crate::sync::{lock, AtomicU32, Mutex, Ordering};
-use crossbeam_utils::CachePadded;
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash};
+use crate::keyed::{Counters, Pinned};
+use crate::sync::{AtomicU32, Ordering};
+use std::hash::Hash;
 
-const SHARDS: usize = 64;
-
-/// One shard: the keys with permits in flight there, and how many each holds.
-type Shard<K> = CachePadded<Mutex<HashMap<K, u32>>>;
-
-/// The number of keys with permits in flight a table holds by default.
+/// The number of keys with permits in flight a table holds by default (its slots: 131,072).
 pub const DEFAULT_KEYED_CAPACITY: usize = 100_000;
 
 /// At most `max` permits in flight per key: 5 calls at once per tenant, one job at a time per
-/// user. A key with nothing in flight takes no room; the table holds at most `capacity` keys
-/// with permits in flight ([`DEFAULT_KEYED_CAPACITY`] unless given), and refuses new keys past
-/// that rather than grow.
+/// user.
+///
+/// * **Lock-free for tracked keys.** An acquire finds its key and CASes its count; a release
+///   subtracts from the slot its acquire found. Only a key the table does not hold takes a lock,
+///   to be given a slot.
+/// * **The keyed rate limiter's bounded table.** The table has `capacity` rounded up to a power
+///   of two slots (at least 64, at most [`MAX_CAPACITY`](crate::MAX_CAPACITY)), allocated in pages
+///   as keys reach them and never more, and holds that many keys with permits in flight at once,
+///   whatever their hashes (see [`KeyedLimiter`'s memory and cost](crate::KeyedLimiter#memory-and-cost)).
+/// * **A key with nothing in flight costs nothing.** Its slot is given to the next new key that
+///   needs room; a key is never reclaimed while a permit of it is held. Acquires and releases of
+///   keys the table holds never allocate; a key given a slot (new, or back after its slot went to
+///   another key) takes its home shard's lock and allocates its group's new array of keys.
+/// * **A full table refuses.** A new key that finds every slot it may use holding permits gets
+///   `None`, as a key at its limit does; no held permit is ever dropped to make room.
+/// * **Memory.** About 33 bytes a slot for `u64` keys once its page is allocated, plus what the
+///   keys own; a permit keeps a clone of its key.
 ///
 /// ```
 /// use leakgate::KeyedConcurrencyLimiter;
@@ -45,15 +50,20 @@ pub const DEFAULT_KEYED_CAPACITY: usize = 100_000;
 /// assert_eq!(per_tenant.len(), 0); // nothing in flight: nothing kept
 /// # Ok::<(), leakgate::ConcurrencyError>(())
 /// ```
-#[derive(Debug)]
 pub struct KeyedConcurrencyLimiter<K> {
-    shards: Box<[Shard<K>]>,
-    hasher: RandomState,
-    /// Each key's limit, `0..=MAX_PERMITS`. Relaxed everywhere: a lone setting, read under a
-    /// shard's lock, which orders the counts it guards.
+    counts: Counters<K>,
+    /// Each key's limit, `0..=MAX_PERMITS`. Relaxed everywhere: a lone setting, compared with
+    /// each key's count by that count's own CAS, which is what orders permits.
     max: AtomicU32,
-    /// Keys one shard may hold (`capacity / SHARDS`, at least 1).
-    per_shard: usize,
+}
+
+impl<K> std::fmt::Debug for KeyedConcurrencyLimiter<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedConcurrencyLimiter")
+            .field("max", &self.max.load(Ordering::Relaxed))
+            .field("capacity", &self.counts.capacity())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Permits of one key, given back when dropped.
@@ -70,6 +80,8 @@ pub struct KeyedPermit<'a, K: Hash + Eq + Clone> {
     limiter: &'a KeyedConcurrencyLimiter<K>,
     key: K,
     n: u32,
+    /// Where the key's count is (`None` when `n` is 0).
+    pinned: Option<Pinned>,
 }
 
 impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
@@ -84,33 +96,50 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
         Self::with_capacity(max, DEFAULT_KEYED_CAPACITY)
     }
 
-    /// `max` in flight per key, for up to about `capacity` keys with permits in flight at once
-    /// (rounded up to a multiple of 64; the room is reserved now).
+    /// `max` in flight per key, holding at least `capacity` keys with permits in flight at once,
+    /// whatever their hashes: `capacity` rounded up to a power of two (at least 64, at most
+    /// [`MAX_CAPACITY`](crate::MAX_CAPACITY)) slots, allocated as keys reach them.
     ///
     /// ```
     /// let k = leakgate::KeyedConcurrencyLimiter::<u64>::with_capacity(1, 64)?;
+    /// assert_eq!(k.capacity(), 64);
     /// let held: Vec<_> = (0..64).filter_map(|key| k.try_acquire(&key)).collect();
-    /// assert!(held.len() <= 64);
+    /// assert_eq!(held.len(), 64);
+    /// assert!(k.try_acquire(&64).is_none()); // full: every slot holds a permit
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn with_capacity(max: u32, capacity: usize) -> Result<Self, ConcurrencyError> {
         let max = checked(u64::from(max))?;
-        let per_shard = capacity.div_ceil(SHARDS).max(1);
-        let shards = (0..SHARDS)
-            .map(|_| CachePadded::new(Mutex::new(HashMap::with_capacity(per_shard))))
-            .collect();
         Ok(KeyedConcurrencyLimiter {
-            shards,
-            hasher: RandomState::new(),
+            counts: Counters::with_capacity(capacity),
             max: AtomicU32::new(max),
-            per_shard,
         })
     }
 
-    fn shard(&self, key: &K) -> &Mutex<HashMap<K, u32>> {
-        // The high bits: the map inside uses its own hash, so the two do not correlate.
-        let h = self.hasher.hash_one(key);
-        &self.shards[(h >> 58) as usize % SHARDS]
+    /// A table of exactly `shards * slots_per_shard` slots (both powers of two, at least 4 slots
+    /// per shard): for tests and models that need a tiny table.
+    #[doc(hidden)]
+    pub fn with_layout(
+        max: u32,
+        shards: usize,
+        slots_per_shard: usize,
+    ) -> Result<Self, ConcurrencyError> {
+        let max = checked(u64::from(max))?;
+        Ok(KeyedConcurrencyLimiter {
+            counts: Counters::with_layout(shards, slots_per_shard),
+            max: AtomicU32::new(max),
+        })
+    }
+
+    /// The most keys with permits in flight at once: the table's slots.
+    ///
+    /// ```
+    /// let k = leakgate::KeyedConcurrencyLimiter::<u64>::with_capacity(1, 1000)?;
+    /// assert_eq!(k.capacity(), 1024);
+    /// # Ok::<(), leakgate::ConcurrencyError>(())
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.counts.capacity()
     }
 
     /// One permit for `key` if it has fewer than `max` in flight; `None` if not (or if the key
@@ -138,40 +167,19 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn try_acquire_n(&self, key: &K, n: u32) -> Option<KeyedPermit<'_, K>> {
-        if n == 0 {
-            return Some(KeyedPermit { limiter: self, key: key.clone(), n });
-        }
-        let mut map = lock(self.shard(key));
-        let max = self.max.load(Ordering::Relaxed);
-        match map.get_mut(key) {
-            Some(held) => {
-                // u64 sum: never wraps.
-                if u64::from(*held) + u64::from(n) > u64::from(max) {
-                    return None;
-                }
-                *held += n;
-            }
-            None => {
-                if n > max || map.len() >= self.per_shard {
-                    return None;
-                }
-                map.insert(key.clone(), n);
-            }
-        }
-        drop(map);
-        Some(KeyedPermit { limiter: self, key: key.clone(), n })
+        let pinned = if n == 0 {
+            None
+        } else {
+            Some(self.counts.add(key, n, self.max.load(Ordering::Relaxed))?)
+        };
+        Some(KeyedPermit { limiter: self, key: key.clone(), n, pinned })
     }
 
-    fn release(&self, key: &K, n: u32) {
-        if n == 0 {
-            return;
-        }
-        let mut map = lock(self.shard(key));
-        if let Some(held) = map.get_mut(key) {
-            *held = held.saturating_sub(n);
-            if *held == 0 {
-                map.remove(key);
-            }
+    /// Gives back `n` permits held at `pinned`.
+    #[inline]
+    fn release(&self, pinned: Option<Pinned>, n: u32) {
+        if let Some(pinned) = pinned.filter(|_| n > 0) {
+            self.counts.sub(pinned, n);
         }
     }
 
@@ -183,10 +191,10 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn in_flight(&self, key: &K) -> u32 {
-        lock(self.shard(key)).get(key).copied().unwrap_or(0)
+        self.counts.count(key)
     }
 
-    /// Keys with permits in flight now.
+    /// Keys with permits in flight now (a walk of the table: each slot read in turn).
     ///
     /// ```
     /// let k = leakgate::KeyedConcurrencyLimiter::<u64>::new(3)?;
@@ -195,7 +203,7 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len()).sum()
+        self.counts.nonzero()
     }
 
     /// Whether no key has permits in flight.
@@ -253,6 +261,7 @@ pub struct OwnedKeyedPermit<K: Hash + Eq + Clone> {
     limiter: std::sync::Arc<KeyedConcurrencyLimiter<K>>,
     key: K,
     n: u32,
+    pinned: Option<Pinned>,
 }
 
 impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
@@ -268,7 +277,8 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
     /// ```
     pub fn try_acquire_owned(self: &std::sync::Arc<Self>, key: &K) -> Option<OwnedKeyedPermit<K>> {
         let mut permit = self.try_acquire(key)?;
-        let owned = OwnedKeyedPermit { limiter: self.clone(), key: key.clone(), n: permit.n };
+        let (n, pinned) = (permit.n, permit.pinned);
+        let owned = OwnedKeyedPermit { limiter: self.clone(), key: key.clone(), n, pinned };
         // The count moves to the owned permit: the borrowed one's drop gives back nothing.
         permit.n = 0;
         Some(owned)
@@ -301,7 +311,7 @@ impl<K: Hash + Eq + Clone> OwnedKeyedPermit<K> {
 
 impl<K: Hash + Eq + Clone> Drop for OwnedKeyedPermit<K> {
     fn drop(&mut self) {
-        self.limiter.release(&self.key, self.n);
+        self.limiter.release(self.pinned, self.n);
     }
 }
 
@@ -331,6 +341,6 @@ impl<K: Hash + Eq + Clone> KeyedPermit<'_, K> {
 
 impl<K: Hash + Eq + Clone> Drop for KeyedPermit<'_, K> {
     fn drop(&mut self) {
-        self.limiter.release(&self.key, self.n);
+        self.limiter.release(self.pinned, self.n);
     }
 }

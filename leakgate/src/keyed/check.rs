@@ -321,7 +321,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
     {
         let conversion = Conversion::new(&self.rates, epoch, *rate, self.table.changed_at());
-        let new = Arrival { key, hash, now_ns, now, rate, start, epoch: &conversion };
+        let new = Arrival { key, hash, now_ns, now, rate: Some(rate), start, epoch: &conversion };
         self.table.find_or_insert(&new).map_err(|Changed| Declined::changed(now, rate.scale()))
     }
 

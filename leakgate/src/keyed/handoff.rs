@@ -173,7 +173,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         let (hash, rate) = (self.table.hash(key), self.rate());
         let now = rate.units_at(now_ns);
         let conversion = Conversion::new(&self.rates, 0, *rate, self.table.changed_at());
-        let new = Arrival { key, hash, now_ns, now, rate, start, epoch: &conversion };
+        let new = Arrival { key, hash, now_ns, now, rate: Some(rate), start, epoch: &conversion };
         self.table.find_or_insert(&new).ok().flatten().map(drop)
     }
 

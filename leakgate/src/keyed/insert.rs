@@ -18,6 +18,7 @@
 
 use super::group::{tag_of, Group, NewKey, SEALED, SLOTS};
 use super::request::{Arrival, Changed, EpochOf};
+use super::reuse::Reuse;
 use super::slot::Found;
 use super::table::Table;
 use crate::sync::{self, Ordering};
@@ -123,7 +124,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                     return Some(Step::Done(Some(at.found(slot, version))));
                 }
                 idle.extend((0..SLOTS).filter_map(|slot| {
-                    group.idle_tat(slot, new.now).map(|idle_tat| (gi, slot, idle_tat))
+                    group.idle_tat(slot, new.reuse()).map(|idle_tat| (gi, slot, idle_tat))
                 }));
             }
         }
@@ -175,7 +176,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                     let found = if tag == 0 {
                         let key = self.new_key(new, group, slot);
                         Some(at.found(slot, group.fill(side, slot, key, self.opening(new))))
-                    } else if let Some(idle_tat) = group.idle_tat(slot, new.now) {
+                    } else if let Some(idle_tat) = group.idle_tat(slot, new.reuse()) {
                         self.reclaim(new, gi, (slot, idle_tat))
                     } else {
                         None
@@ -189,9 +190,12 @@ impl<K: Hash + Eq + Clone> Table<K> {
             }
             p = run_end;
         }
-        // Relaxed: a bound read on its own, valid whenever it is read (`Marks::no_room_before`).
-        let no_room_before = busy_until.saturating_add(1);
-        self.marks.no_room_before.fetch_max(no_room_before, Ordering::Relaxed);
+        // A counter has no time at which it frees: no bound for counters.
+        if new.reuse() != Reuse::Counted {
+            // Relaxed: a bound read on its own, valid whenever read (`Marks::no_room_before`).
+            let no_room_before = busy_until.saturating_add(1);
+            self.marks.no_room_before.fetch_max(no_room_before, Ordering::Relaxed);
+        }
         Step::Done(None)
     }
 
@@ -284,15 +288,18 @@ impl<K: Hash + Eq + Clone> Table<K> {
     {
         let at = self.at(gi)?;
         let key = self.new_key(new, at.line(), slot);
-        let version = at.line().reclaim(&at.side(), (slot, idle_tat), new.now, key, |held| {
-            // Relaxed: the new value reaches a later insert of the forgotten key through the
-            // Release publication of the group that follows (it must find the key gone first).
-            let idle_ns = self.marks.idle.fetch_max(new.now_ns, Ordering::Relaxed);
-            let forgotten_at = new.rate.units_at(idle_ns).max(new.now);
-            // No fuller than an idle bucket through the changes of quota (a level handed over
-            // is already at least that full: it is not added twice).
-            (new.start)().open(forgotten_at.max(held + 1), SEALED - 1).max(self.fresh())
-        })?;
+        let version =
+            at.line().reclaim(&at.side(), (slot, idle_tat), new.reuse(), key, |held| {
+                // A counter opens at its next generation (see `reuse.rs`).
+                let Some(rate) = new.rate else { return Reuse::next_generation(held) };
+                // Relaxed: the new value reaches a later insert of the forgotten key through the
+                // Release publication of the group that follows (it must find the key gone first).
+                let idle_ns = self.marks.idle.fetch_max(new.now_ns, Ordering::Relaxed);
+                let forgotten_at = rate.units_at(idle_ns).max(new.now);
+                // No fuller than an idle bucket through the changes of quota (a level handed over
+                // is already at least that full: it is not added twice).
+                (new.start)().open(forgotten_at.max(held + 1), SEALED - 1).max(self.fresh())
+            })?;
         Some(at.found(slot, version))
     }
 
@@ -308,8 +315,10 @@ impl<K: Hash + Eq + Clone> Table<K> {
     /// key was forgotten and no fuller than the changes of quota left an idle bucket, as the
     /// key's taker asks (see [`FirstState`]).
     fn opening<Q: ?Sized>(&self, new: &Arrival<'_, Q, K>) -> u64 {
+        // A counter: generation 0, count 0.
+        let Some(rate) = new.rate else { return 0 };
         // Relaxed: as in `reclaim`.
-        let forgotten_at = new.rate.units_at(self.marks.idle.load(Ordering::Relaxed));
+        let forgotten_at = rate.units_at(self.marks.idle.load(Ordering::Relaxed));
         // As in `reclaim`.
         (new.start)().open(forgotten_at, SEALED - 1).max(self.fresh())
     }

@@ -4,6 +4,7 @@
 mod batch;
 mod capacity;
 mod check;
+mod counted;
 mod group;
 mod handoff;
 mod hasher;
@@ -21,6 +22,7 @@ mod snapshot;
 mod table;
 
 pub use capacity::{CapacityError, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub(crate) use counted::{Counters, Pinned};
 pub(crate) use handoff::Charged;
 pub(crate) use hasher::{head, RandomSeed};
 pub use overflow::OverflowPolicy;

@@ -5,6 +5,7 @@
 //! and none imports another for a type.
 
 use super::group::{Group, Side};
+use super::reuse::Reuse;
 use crate::gcra::Rate;
 
 /// A request of a key's bucket, as [`KeyedLimiter::take`](super::KeyedLimiter::take) takes it.
@@ -60,12 +61,24 @@ pub(crate) struct Arrival<'q, Q: ?Sized, K> {
     /// The clock, and the clock in units of `rate`: what idleness is judged against.
     pub(crate) now_ns: u64,
     pub(crate) now: u64,
-    /// The rate the insert decides in, the limiter's rate in force.
-    pub(crate) rate: &'q Rate,
+    /// The rate the insert decides in, the limiter's rate in force; `None` in a table of
+    /// counters (see [`Reuse::Counted`]).
+    pub(crate) rate: Option<&'q Rate>,
     /// The least first state of the key's bucket (see [`Ask::start`]).
     pub(crate) start: &'q dyn Fn() -> FirstState,
     /// Keeps the groups the insert works on in `rate`'s units (see `requota.rs`).
     pub(crate) epoch: &'q dyn EpochOf<K>,
+}
+
+impl<Q: ?Sized, K> Arrival<'_, Q, K> {
+    /// The rule that frees a slot for this key: a bucket's, drained by `now`, or a counter's.
+    #[inline]
+    pub(crate) fn reuse(&self) -> Reuse {
+        match self.rate {
+            Some(_) => Reuse::Drained(self.now),
+            None => Reuse::Counted,
+        }
+    }
 }
 
 /// The insert's side of a change of quota (`requota.rs`).

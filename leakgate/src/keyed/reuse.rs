@@ -23,9 +23,54 @@
 //! new key has never been lowered), and the word is reopened strictly above both, at or before the
 //! time the table last judged a slot idle (see the table's notes): above every value a stale CAS
 //! could hold, and still an empty bucket.
+//!
+//! The same table also holds counters (the in-flight counts of
+//! [`KeyedConcurrencyLimiter`](crate::KeyedConcurrencyLimiter), see [`super::counted`]): there a
+//! word is a generation (high 32 bits) and a count (low 32), and [`Reuse`] says which rule frees a
+//! slot. A counter is idle at count 0; its next key opens at the next generation, count 0: above
+//! every value the slot held, with no high-water needed, since a counter's word is only lowered
+//! by the holder of the units it takes off (a release), whose own count keeps the slot from
+//! changing key until the word is back in its generation's range. A slot whose generation is the
+//! last one is never reused (after 2^32 keys in one slot: it stays its last key's).
 
 use super::group::{Group, NewKey, Side, SEALED, SLOTS};
 use crate::sync::{fence, Ordering};
+
+/// Which rule frees a slot for another key: the table's kind, and what it is judged against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// Rate buckets: a slot is idle when the largest value it may hold (`max(TAT, lowering
+    /// high-water)`) is strictly before the clock reading given here (rate units), so the new
+    /// key can start strictly above it and still not after now.
+    Drained(u64),
+    /// Counters: a slot is idle at count 0 (see the module notes).
+    Counted,
+}
+
+/// A counter's count: the low 32 bits of its word.
+pub(crate) const COUNT_MASK: u64 = u32::MAX as u64;
+
+/// The generation of a counter's word that is never reused (the next would wrap).
+const LAST_GENERATION: u64 = u32::MAX as u64;
+
+impl Reuse {
+    /// Whether a slot that held at most `held` since its key was set may change key.
+    #[inline]
+    pub(crate) fn idle(self, held: u64) -> bool {
+        match self {
+            Reuse::Drained(now) => held < now && held < SEALED - 1,
+            // `SEALED` has a count of all ones: never idle.
+            Reuse::Counted => held & COUNT_MASK == 0 && held >> 32 < LAST_GENERATION,
+        }
+    }
+
+    /// A counter's first word in a slot that held at most `held`, idle (see [`Reuse::idle`]):
+    /// the next generation, count 0.
+    pub(crate) fn next_generation(held: u64) -> u64 {
+        debug_assert!(Reuse::Counted.idle(held));
+        ((held >> 32) + 1) << 32
+    }
+}
 
 impl<K> Group<K> {
     /// The hook for lowering slot `slot`'s word from `from` (see
@@ -76,29 +121,27 @@ impl<K> Group<K> {
         tat.max(self.lowered_high(slot))
     }
 
-    /// Slot `slot`'s `TAT` if it may change key at `now`: its bucket is empty, whatever was
-    /// lowered (`max(TAT, high-water)` strictly before now, so the new key can start strictly
-    /// above it and still not after now).
-    pub(crate) fn idle_tat(&self, slot: usize, now: u64) -> Option<u64> {
+    /// Slot `slot`'s word if it may change key under `rule` (see [`Reuse::idle`]), judged on
+    /// `max(word, high-water)`: for a bucket, empty whatever was lowered.
+    pub(crate) fn idle_tat(&self, slot: usize, rule: Reuse) -> Option<u64> {
         // Relaxed: a candidate only; the seal CAS decides.
         let tat = self.tats[slot].load(Ordering::Relaxed);
-        let held = tat.max(self.lowered_high(slot));
-        (held < now && held < SEALED - 1).then_some(tat)
+        rule.idle(tat.max(self.lowered_high(slot))).then_some(tat)
     }
 }
 
 /// The reclaim: under the lock of the group's shard, as every write to a group.
 impl<K: Clone> Group<K> {
-    /// Moves slot `slot` from its idle key to the key at `slot` in `new.keys`, if its `TAT` is
-    /// still `idle_tat` and it is still idle at `now`; `None` if a check admitted something there
-    /// first or a lowering made it busy. `open_at(held)` gives the new key's first `TAT` from the
+    /// Moves slot `slot` from its idle key to the key at `slot` in `new.keys`, if its word is
+    /// still `idle_tat` and it is still idle under `rule`; `None` if a check admitted something
+    /// there first or a lowering made it busy. `open_at(held)` gives the new key's first `TAT` from the
     /// largest value the slot held; it must return more than `held`. The group version the new
     /// key was published at.
     pub(crate) fn reclaim(
         &self,
         side: &Side<'_, K>,
         (slot, idle_tat): (usize, u64),
-        now: u64,
+        rule: Reuse,
         new: NewKey<K>,
         open_at: impl FnOnce(u64) -> u64,
     ) -> Option<u32> {
@@ -116,7 +159,7 @@ impl<K: Clone> Group<K> {
         }
         // Ordered after the seal's Acquire. No lowering can land from here on.
         let held = idle_tat.max(self.lowered_high(slot));
-        if held >= now || held >= SEALED - 1 {
+        if !rule.idle(held) {
             // A lowering from a later value happened between the candidate check and the seal:
             // the bucket is not empty after all. Unseal, unchanged. Release: as for a reopening.
             self.tats[slot].store(idle_tat, Ordering::Release);

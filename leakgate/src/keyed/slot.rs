@@ -9,7 +9,7 @@ use super::capacity::MAX_CAPACITY;
 use super::group::{Group, SEALED, SLOTS};
 use super::page::Page;
 use crate::bucket::Word;
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 
 /// A slot whose key matched, with the group version read before its keys were: the handle a
 /// check (and any other reader or writer of the key's bucket) works through.
@@ -136,6 +136,13 @@ impl<'g, K> Found<'g, K> {
     pub(super) fn new(page: &'g Page<K>, index: usize, slot: usize, version: u32) -> Self {
         let at = (page.group_index(index) as u64) << 34 | (slot as u64 & 3) << 32;
         Found { group: page.line(index), at: at | u64::from(version) }
+    }
+
+    /// The slot's word itself: for the counters of [`super::counted`], which keep their own
+    /// protocol on it.
+    #[inline(always)]
+    pub(super) fn word(&self) -> &'g AtomicU64 {
+        &self.group.tats[self.slot()]
     }
 
     /// The slot's index in its group.
