@@ -72,7 +72,8 @@ pub(super) async fn claim(
         let room = max_in_flight.map_or(ready, |m| (m - running).clamp(0, ready)).min(max as i64);
         let turn = rules.limits(&name).turn();
         let stored = stored.get(&name).cloned().unwrap_or_default();
-        let pace = LanePace::load(rules.pace(&name).1, &stored, now);
+        let floor = rules.limits(&name).adaptive_floor;
+        let pace = LanePace::load(rules.pace(&name).1, floor, &stored, now);
         // How many the pace lets go now.
         let mut trial = pace.clone();
         let mut fits = 0;

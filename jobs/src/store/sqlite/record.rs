@@ -1,7 +1,7 @@
 //! Recording what happened, in the claim transaction: outcomes of runs ([`complete`]), and
 //! leases run out and scheduled jobs come due ([`maintain`]), with the lane counters they change.
 
-use super::lanes::{bump, push_back};
+use super::lanes::{bump, push_back, recover};
 use crate::error::Error;
 use crate::job::{Outcome, ns};
 use crate::retry::{Policy, failure};
@@ -50,6 +50,7 @@ fn complete_one(
             )?
             .execute(params![c.id, now])?;
             bump(conn, &lane, &[("running", -1), ("done", 1)])?;
+            recover(conn, &lane, rules, now)?;
         }
         Outcome::Failed(_) | Outcome::RetryAfter(_) => {
             let (error, asked) = failure(&c.outcome);
