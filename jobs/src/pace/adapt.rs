@@ -83,6 +83,11 @@ impl LanePace {
         changed
     }
 
+    /// The first quota in force, a second (what the rate gauge shows), if paced.
+    pub(crate) fn per_second(&self) -> Option<f64> {
+        self.first_quota().map(|q| q.count() as f64 * 1e9 / q.period().as_nanos() as f64)
+    }
+
     /// The first quota in force (the rule's, or its adapted one), if paced.
     pub(crate) fn first_quota(&self) -> Option<Quota> {
         self.buckets.first().map(|b| b.rate.quota())

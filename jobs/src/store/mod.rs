@@ -87,6 +87,9 @@ pub(crate) struct Taken {
     pub(crate) died: u64,
     /// Jobs added by schedules' ticks.
     pub(crate) ticked: u64,
+    /// Adaptive lanes whose rate this transaction moved, with their first quota's new rate a
+    /// second (for the `leakgate_jobs_lane_rate_per_second` gauge).
+    pub(crate) rates: Vec<(String, f64)>,
 }
 
 /// The parsed rules of a database, cached by the version stored beside them.

@@ -78,12 +78,14 @@ pub(super) async fn apply(
 /// Slowed-down lanes (a pause in `lanes`): an adaptive one backs off ([`LanePace::back_off`]),
 /// and their buckets are pushed back so that they resume at their steady rate, without a burst
 /// ([`LanePace::push_back`]); adaptive lanes with done jobs recover a step per job
-/// ([`LanePace::recover`]). Unpaced lanes have none; other lanes are not read.
+/// ([`LanePace::recover`]). Unpaced lanes have none; other lanes are not read. Adaptive lanes
+/// whose rows changed are added to `rates` with their rate a second.
 pub(super) async fn push_back(
     tx: &impl GenericClient,
     lanes: &BTreeMap<String, Delta>,
     now: i64,
     rules: &LaneRules,
+    rates: &mut Vec<(String, f64)>,
 ) -> Result<(), Error> {
     let touched: Vec<&str> = lanes
         .iter()
@@ -110,6 +112,9 @@ pub(super) async fn push_back(
         pace.recover(d.done.max(0) as u64, now);
         if pace.stored() != before {
             rows.push((lane.to_string(), pace.stored()));
+            if let (Some(_), Some(rate)) = (floor, pace.per_second()) {
+                rates.push((lane.to_string(), rate));
+            }
         }
     }
     if !rows.is_empty() {

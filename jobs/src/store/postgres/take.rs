@@ -61,7 +61,7 @@ impl Postgres {
         complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
         maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken).await?;
         apply(&tx, &lanes).await?;
-        push_back(&tx, &lanes, now, &rules).await?;
+        push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
         if ticks_due {
             // Only then: a claim's round trips are its lateness.
             taken.ticked = super::schedules::fire(&tx, now, &rules).await?;

@@ -71,41 +71,44 @@ pub(super) fn save_pace(conn: &Connection, lane: &str, rows: &[StoredBucket]) ->
 
 /// A slow-down of `lane` at `now` until `until`: an adaptive lane backs off
 /// ([`LanePace::back_off`]), and its buckets are pushed back so that it resumes at its steady
-/// rate, without a burst ([`LanePace::push_back`]). An unpaced lane has none.
+/// rate, without a burst ([`LanePace::push_back`]). An unpaced lane has none. Answers an
+/// adaptive lane's rate a second.
 pub(super) fn push_back(
     conn: &Connection,
     lane: &str,
     until: i64,
     rules: &LaneRules,
     now: i64,
-) -> Result<(), Error> {
+) -> Result<Option<f64>, Error> {
     let (_, quotas) = rules.pace(lane);
-    if !quotas.is_empty() {
-        let floor = rules.limits(lane).adaptive_floor;
-        let mut pace = LanePace::load(quotas, floor, &load_pace(conn, lane)?, now);
-        pace.back_off(now);
-        pace.push_back(until);
-        save_pace(conn, lane, &pace.stored())?;
+    if quotas.is_empty() {
+        return Ok(None);
     }
-    Ok(())
+    let floor = rules.limits(lane).adaptive_floor;
+    let mut pace = LanePace::load(quotas, floor, &load_pace(conn, lane)?, now);
+    pace.back_off(now);
+    pace.push_back(until);
+    save_pace(conn, lane, &pace.stored())?;
+    Ok(floor.and_then(|_| pace.per_second()))
 }
 
 /// A job of `lane` done at `now`: an adaptive lane running below its quota recovers a step
-/// ([`LanePace::recover`]). Other lanes are not read.
+/// ([`LanePace::recover`]). Other lanes are not read. Answers its new rate a second, if moved.
 pub(super) fn recover(
     conn: &Connection,
     lane: &str,
     rules: &LaneRules,
     now: i64,
-) -> Result<(), Error> {
+) -> Result<Option<f64>, Error> {
     let (_, quotas) = rules.pace(lane);
     let floor = rules.limits(lane).adaptive_floor;
     if quotas.is_empty() || floor.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let mut pace = LanePace::load(quotas, floor, &load_pace(conn, lane)?, now);
-    if pace.recover(1, now) {
-        save_pace(conn, lane, &pace.stored())?;
+    if !pace.recover(1, now) {
+        return Ok(None);
     }
-    Ok(())
+    save_pace(conn, lane, &pace.stored())?;
+    Ok(pace.per_second())
 }

@@ -50,7 +50,9 @@ fn complete_one(
             )?
             .execute(params![c.id, now])?;
             bump(conn, &lane, &[("running", -1), ("done", 1)])?;
-            recover(conn, &lane, rules, now)?;
+            if let Some(rate) = recover(conn, &lane, rules, now)? {
+                taken.rates.push((lane, rate));
+            }
         }
         Outcome::Failed(_) | Outcome::RetryAfter(_) => {
             let (error, asked) = failure(&c.outcome);
@@ -85,7 +87,9 @@ fn complete_one(
                  WHERE lane = ?1",
             )?
             .execute(params![lane, until])?;
-            push_back(conn, &lane, until, rules, now)?;
+            if let Some(rate) = push_back(conn, &lane, until, rules, now)? {
+                taken.rates.push((lane, rate));
+            }
         }
     }
     Ok(true)
