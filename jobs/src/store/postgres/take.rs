@@ -4,13 +4,14 @@
 //! number of round trips whatever the number of jobs (arrays). It waits for no lane: lanes
 //! another session holds are left for a later claim.
 
-use super::claim::claim;
+use super::claim::{candidates, claim};
 use super::lanes::{apply, lock_lanes, push_back};
 use super::ops::rules_at;
 use super::record::{complete, maintain};
 use super::{CHANNEL, CLOCK_NS, Postgres, retrying, typed_one};
 use crate::error::Error;
 use crate::store::{Take, Taken};
+use futures_util::future::try_join;
 use std::collections::BTreeMap;
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
@@ -58,15 +59,29 @@ impl Postgres {
         let (record, deferred) =
             take.completions.iter().cloned().partition::<Vec<_>, _>(|c| held.contains(&c.lane));
         taken.deferred = deferred;
-        complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
-        maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken).await?;
-        apply(&tx, &lanes).await?;
-        push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
-        if ticks_due {
-            // Only then: a claim's round trips are its lateness.
+        let outcomes = complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
+        // Pipelined (sent together, run in the order sent): the outcomes' rows, then
+        // maintenance. A claim's round trips before its clock reading are its lateness.
+        try_join(
+            outcomes.write(&tx),
+            maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken),
+        )
+        .await?;
+        let candidates = if ticks_due {
+            apply(&tx, &lanes).await?;
+            push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
+            // Only then: the ticks' jobs are claimable in this transaction.
             taken.ticked = super::schedules::fire(&tx, now, &rules).await?;
-        }
-        claim(&tx, now, take, &rules, &mut taken.jobs).await?;
+            candidates(&tx, now, take).await?
+        } else {
+            // Pipelined: the counters (a slow-down's pause, the runs that ended), then the lanes
+            // to serve, locked, and the clock. A slow-down's buckets are pushed back after, still
+            // before any is read ([`claim`] loads them).
+            let ((), found) = try_join(apply(&tx, &lanes), candidates(&tx, now, take)).await?;
+            push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
+            found
+        };
+        claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
         (taken.wake, taken.remaining) = outlook(&tx, now).await?;
         // Wake other workers when a limited lane has room again, or the queue is empty.
         let freed = lanes
