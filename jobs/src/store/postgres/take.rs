@@ -10,6 +10,8 @@ use super::ops::rules_at;
 use super::record::{complete, maintain};
 use super::{CHANNEL, CLOCK_NS, Postgres, retrying, typed_one};
 use crate::error::Error;
+use crate::job::Outcome;
+use crate::rules::LaneRules;
 use crate::store::{Take, Taken};
 use futures_util::future::try_join;
 use std::collections::BTreeMap;
@@ -17,7 +19,8 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
 /// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
-/// maintenance then, the rules' version, and whether a schedule's tick is due: one round trip.
+/// maintenance then, the rules' version, whether a schedule's tick is due, and whether
+/// maintenance is (a lease run out, a delayed job due): one round trip.
 const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
     EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
         AND NOT paused AND (max_in_flight IS NULL OR running < max_in_flight)) \
@@ -25,7 +28,9 @@ const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now) \
     OR EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now), \
     COALESCE((SELECT version FROM rules WHERE id = 1), 0), \
-    EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now) FROM t";
+    EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now), \
+    EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now) FROM t";
 
 impl Postgres {
     /// Records `take.completions`, maintains, and takes up to `take.max` jobs; run again on a
@@ -54,6 +59,15 @@ impl Postgres {
         let rules = rules_at(&tx, &self.rules, version).await?;
         let mut taken = Taken { now, ..Taken::default() };
         let mut lanes = BTreeMap::new();
+        // Claim first when recording can change nothing the claim reads (no tick or maintenance
+        // due, no slow-down, no limit or adaptive pace in the outcomes' lanes): the clock is
+        // then read one round trip after the transaction's first look, and the outcomes are
+        // recorded after, in the same transaction. Otherwise, record first.
+        let first = !ticks_due && !row.get::<_, bool>(4) && claim_first(take, &rules);
+        if first {
+            let found = candidates(&tx, now, take).await?;
+            claim(&tx, found, take, &rules, &mut taken.jobs).await?;
+        }
         // The lanes to record and maintain, those another session holds left out.
         let held = lock_lanes(&tx, &take.completions, now).await?;
         let (record, deferred) =
@@ -67,7 +81,11 @@ impl Postgres {
             maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken),
         )
         .await?;
-        let candidates = if ticks_due {
+        let candidates = if first {
+            apply(&tx, &lanes).await?;
+            push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
+            (vec![], None) // claimed already
+        } else if ticks_due {
             apply(&tx, &lanes).await?;
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
             // Only then: the ticks' jobs are claimable in this transaction.
@@ -81,7 +99,9 @@ impl Postgres {
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
             found
         };
-        claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
+        if !first {
+            claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
+        }
         (taken.wake, taken.remaining) = outlook(&tx, now).await?;
         // Wake other workers when a limited lane has room again, or the queue is empty.
         let freed = lanes
@@ -93,6 +113,18 @@ impl Postgres {
         tx.commit().await?;
         Ok(taken)
     }
+}
+
+/// Whether none of `take`'s outcomes changes what a claim in the same transaction reads: no
+/// slow-down (a pause, pushed-back buckets), and none in a lane with `max_in_flight` (room
+/// freed) or an adaptive pace (a recovery).
+fn claim_first(take: &Take, rules: &LaneRules) -> bool {
+    take.completions.iter().all(|c| {
+        let limits = rules.limits(&c.lane);
+        !matches!(c.outcome, Outcome::SlowDown(_))
+            && limits.max_in_flight.is_none()
+            && limits.adaptive_floor.is_none()
+    })
 }
 
 /// When something may next become takeable, and how many jobs are waiting or running.
