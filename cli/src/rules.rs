@@ -112,6 +112,9 @@ fn check(path: &Path) -> ExitCode {
             if let Some(n) = limits.max_waiting {
                 let _ = write!(text, ", max_waiting {n}");
             }
+            if let Some(n) = limits.adaptive_floor {
+                let _ = write!(text, ", adaptive (floor {n})");
+            }
         }
         text.push('\n');
     }

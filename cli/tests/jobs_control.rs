@@ -208,3 +208,28 @@ fn a_command_replies_retry_after_or_slow_down() {
     assert_eq!(s["lanes"]["api"]["ready"], 1);
     assert!(s["lanes"]["api"]["next_slot_in_s"].as_f64().unwrap() > 3000.0, "the lane pauses");
 }
+
+#[test]
+fn a_bare_slow_down_reply_backs_an_adaptive_lane_off_and_done_jobs_bring_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_in(dir.path());
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, "api = { quota = \"100/s burst 1\", adaptive = true }\n").unwrap();
+    for payload in ["slow", "a", "b"] {
+        ok(&["jobs", "add", "--db", &db, "api"], payload);
+    }
+    // The first job's first run says "slow down" (no pause) and fails; every other run is done.
+    let script = r#"p=$(cat); if [ "$p" = slow ] && [ "$LEAKGATE_JOB_ATTEMPT" = 1 ]; then
+        echo 'slow-down' > "$LEAKGATE_JOB_REPLY"; exit 1; fi"#;
+    let rules = rules.to_str().unwrap();
+    let args = ["--until-empty", "--concurrency", "1", "--rules", rules];
+    let out = wait_bounded(worker(&db, &args, script), Duration::from_secs(60));
+    let err = text(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("asked to slow down"), "{err}");
+    let lane = &status(&db)["lanes"]["api"];
+    assert_eq!(lane["done"], 3, "{lane}");
+    assert_eq!(lane["rule_per_minute"], 6000.0);
+    // 100/s halved to 50/s, then 3 done jobs at +5/s each: 65/s.
+    assert_eq!(lane["pace_per_minute"], 3900.0, "{lane}");
+}

@@ -91,7 +91,9 @@
 //! Workers count through the `metrics` facade: `leakgate_jobs_runs_total`,
 //! `leakgate_jobs_done_total`, `leakgate_jobs_failed_total`, `leakgate_jobs_retries_total`,
 //! `leakgate_jobs_dead_total`, `leakgate_jobs_slow_downs_total`,
-//! `leakgate_jobs_lease_expiries_total`, `leakgate_jobs_runs_cancelled_total` (runs stopped
+//! `leakgate_jobs_lease_expiries_total`, the gauge `leakgate_jobs_lane_rate_per_second` (label
+//! `lane`: an adaptive lane's rate in force, its first quota's, set when this worker moves it),
+//! `leakgate_jobs_runs_cancelled_total` (runs stopped
 //! because their job was cancelled), and the histograms `leakgate_jobs_claim_seconds` (one claim
 //! transaction) and `leakgate_jobs_lateness_seconds` (each start against its slot). The
 //! operations count too: `leakgate_jobs_cancelled_total` (jobs cancelled by

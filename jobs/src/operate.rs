@@ -2,8 +2,11 @@
 
 use crate::error::Error;
 use crate::jobs::Jobs;
+use crate::pace::LanePace;
 use crate::rules::LaneRules;
 use crate::status::{DeadJob, LaneStatus, Requeue, Run};
+use leakgate::Quota;
+use std::collections::HashMap;
 use std::time::Duration;
 
 impl Jobs {
@@ -57,13 +60,28 @@ impl Jobs {
     pub async fn status(&self) -> Result<Vec<LaneStatus>, Error> {
         let mut lanes = self.store().status(self.now()).await?;
         let rules = self.store().rules().await?;
+        let adaptive: Vec<String> = lanes
+            .iter()
+            .filter(|l| rules.limits(&l.lane).adaptive_floor.is_some())
+            .map(|l| l.lane.clone())
+            .collect();
+        let rows = if adaptive.is_empty() {
+            HashMap::new()
+        } else {
+            self.store().pace_rows(adaptive).await?
+        };
+        let per_minute = |q: &Quota| q.count() as f64 * 60e9 / q.period().as_nanos() as f64;
         for lane in &mut lanes {
             let (path, quotas) = rules.pace(&lane.lane);
             if let Some(first) = quotas.first() {
                 let texts: Vec<String> = quotas.iter().map(|q| q.to_string()).collect();
                 lane.rule = Some(format!("{path:?} = {}", texts.join(", ")));
-                let per_minute = first.count() as f64 * 60e9 / first.period().as_nanos() as f64;
-                lane.rule_per_minute = Some(per_minute);
+                lane.rule_per_minute = Some(per_minute(first));
+                let floor = rules.limits(&lane.lane).adaptive_floor;
+                let stored = rows.get(&lane.lane).map_or(&[][..], |v| v);
+                // The rate in force, as a claim would load it (the clock only moves levels).
+                let pace = LanePace::load(quotas, floor, stored, 0);
+                lane.pace_per_minute = pace.first_quota().as_ref().map(per_minute);
             }
         }
         Ok(lanes)

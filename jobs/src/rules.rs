@@ -1,16 +1,19 @@
 //! Lane rules: leakgate's [`Rules`] (a lane gets the quotas of its longest configured prefix) plus
-//! three options of a queue: `max_in_flight` (runs of one lane at once), `max_waiting` (the
-//! leaky bucket's capacity: jobs waiting in one lane) and `weight` (the lane's share of the
-//! claims when several lanes are ready: a lane of weight 3 is given 3 jobs a turn, where a lane
-//! of weight 1, the default, is given 1).
+//! options of a queue: `max_in_flight` (runs of one lane at once), `max_waiting` (the leaky
+//! bucket's capacity: jobs waiting in one lane), `weight` (the lane's share of the claims when
+//! several lanes are ready: a lane of weight 3 is given 3 jobs a turn, where a lane of weight 1,
+//! the default, is given 1), and `adaptive = true` with an optional `adaptive_floor = N` (a
+//! "slow down" halves the lane's rate, each done job wins back a twentieth of the quota, never
+//! below N a period, 1 by default: [`leakgate::AdaptiveRate`]'s steps, kept in the database).
 //!
-//! The file format is the core's rules TOML; a rule written as a table may also carry the two
+//! The file format is the core's rules TOML; a rule written as a table may also carry the
 //! options, and a table with only options sets them without pacing the lane:
 //!
 //! ```toml
 //! "refunds" = "1/s"                                            # every refunds/<bank>, paced
 //! "refunds/bank-a" = { quotas = ["1/s", "3000/h"], max_in_flight = 1, max_waiting = 100000 }
 //! "mail" = { max_in_flight = 4, weight = 3 }                   # not paced, 4 at once, 3 a turn
+//! "partner" = { quota = "100/s", adaptive = true, adaptive_floor = 5 }
 //! ```
 
 use leakgate::{Quota, Rule, Rules, RulesFileError};
@@ -18,7 +21,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// The options this crate adds to a rule.
-const OPTIONS: [&str; 3] = ["max_in_flight", "max_waiting", "weight"];
+const OPTIONS: [&str; 4] = ["max_in_flight", "max_waiting", "weight", "adaptive_floor"];
 
 /// The largest `weight`.
 const MAX_WEIGHT: u64 = 1000;
@@ -40,6 +43,10 @@ pub struct LaneLimits {
     /// The lane's share of the claims when several lanes are ready: it is given this many jobs
     /// a turn, 1 to 1000 (`None`: 1).
     pub weight: Option<u64>,
+    /// Whether a "slow down" adapts the lane's rate, and its floor: `Some(n)` when the rule says
+    /// `adaptive = true` (`n` from `adaptive_floor`, else 1: the fewest runs a period of each
+    /// quota it backs off to); `None`: a slow-down only pauses the lane.
+    pub adaptive_floor: Option<u64>,
 }
 
 impl LaneLimits {
@@ -86,8 +93,8 @@ impl LaneRules {
         LaneRules::default()
     }
 
-    /// Rules from TOML text: the core's format, plus `max_in_flight` and `max_waiting` in table
-    /// rules. Errors name the line, the rule and the bad part.
+    /// Rules from TOML text: the core's format, plus this crate's options (`max_in_flight`,
+    /// `max_waiting`, `weight`, `adaptive`, `adaptive_floor`) in table rules. Errors name the line, the rule and the bad part.
     ///
     /// ```
     /// let e = leakgate_jobs::LaneRules::from_toml("a = { quota = \"1/s\", max_in_flight = 0 }");
@@ -196,6 +203,9 @@ impl fmt::Display for LaneRules {
                 if let Some(n) = l.weight {
                     write!(f, ", weight {n}")?;
                 }
+                if let Some(n) = l.adaptive_floor {
+                    write!(f, ", adaptive (floor {n})")?;
+                }
             }
             writeln!(f)?;
         }
@@ -216,6 +226,17 @@ fn strip_options(text: &str) -> Result<Option<Stripped>, RulesError> {
         let toml::Value::Table(options) = value else { continue };
         let mut lane = LaneLimits::default();
         let mut found = false;
+        let adaptive = match options.remove("adaptive") {
+            None => false,
+            Some(toml::Value::Boolean(on)) => {
+                found = true;
+                on
+            }
+            Some(other) => {
+                let what = format!("adaptive must be true or false, found {other}");
+                return Err(error_at(line_of(text, path), path, &what));
+            }
+        };
         for name in OPTIONS {
             let Some(v) = options.remove(name) else { continue };
             found = true;
@@ -240,9 +261,11 @@ fn strip_options(text: &str) -> Result<Option<Stripped>, RulesError> {
             match name {
                 "max_in_flight" => lane.max_in_flight = Some(n),
                 "max_waiting" => lane.max_waiting = Some(n),
-                _ => lane.weight = Some(n),
+                "weight" => lane.weight = Some(n),
+                _ => lane.adaptive_floor = Some(n),
             }
         }
+        lane.adaptive_floor = adaptive.then(|| lane.adaptive_floor.unwrap_or(1));
         if found {
             limits.insert(path.clone(), lane);
             if options.is_empty() {
@@ -328,6 +351,20 @@ mod tests {
         assert!(e.to_string().contains("fortnight"), "{e}");
         let e = LaneRules::from_toml("a = [").unwrap_err();
         assert_eq!(e.line(), Some(1));
+    }
+
+    #[test]
+    fn adaptive_takes_a_floor_and_only_a_boolean() {
+        let rules = LaneRules::from_toml(
+            "a = { quota = \"10/s\", adaptive = true }\nb = { quota = \"10/s\", adaptive = true, adaptive_floor = 3 }\nc = { quota = \"1/s\", adaptive_floor = 3 }\n",
+        )
+        .unwrap();
+        assert_eq!(rules.limits("a").adaptive_floor, Some(1));
+        assert_eq!(rules.limits("b").adaptive_floor, Some(3));
+        assert_eq!(rules.limits("c").adaptive_floor, None, "a floor alone does not turn it on");
+        assert_eq!(rules.pace("b").1.len(), 1);
+        let e = LaneRules::from_toml("a = { quota = \"1/s\", adaptive = 1 }").unwrap_err();
+        assert!(e.to_string().contains("adaptive must be true or false"), "{e}");
     }
 
     #[test]

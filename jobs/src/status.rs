@@ -39,6 +39,9 @@ pub struct LaneStatus {
     pub rule: Option<String>,
     /// What its rule allows in a minute, the burst aside (the first quota's rate), if paced.
     pub rule_per_minute: Option<f64>,
+    /// The rate it runs at now, a minute (the first quota's, the burst aside), if paced: its
+    /// rule's, or less while an adaptive lane is backed off after a "slow down".
+    pub pace_per_minute: Option<f64>,
 }
 
 impl LaneStatus {

@@ -28,11 +28,14 @@ A job is a payload (bytes) in a lane, a `/`-separated name such as refunds/bank-
 by a rules file (the format of `leakgate rules`: a lane gets the rule of its longest prefix and a
 bucket of its own; a lane no rule matches is not paced), given to `work --rules` and stored in the
 database for every worker. A rule written as a table may also set `max_in_flight` (runs of one
-lane at once), `max_waiting` (jobs waiting in one lane; `add` beyond it is refused) and `weight`
-(the lane's share of the claims when several lanes are ready: that many jobs a turn, default 1):
+lane at once), `max_waiting` (jobs waiting in one lane; `add` beyond it is refused), `weight`
+(the lane's share of the claims when several lanes are ready: that many jobs a turn, default 1)
+and `adaptive = true` (a \"slow down\" halves the lane's rate, each done job wins back a
+twentieth of the quota; `adaptive_floor = N`: never below N a period, default 1):
 
     \"refunds\" = \"1/s\"
     \"refunds/bank-a\" = { quotas = [\"1/s\", \"3000/h\"], max_in_flight = 1, max_waiting = 100000 }
+    \"partner\" = { quota = \"100/s\", adaptive = true, adaptive_floor = 5 }
 
 Every run of a job is charged to its lane's bucket when it is taken, in the transaction that claims
 it, so the pace holds across every worker, process and restart. DB is a file (SQLite, the

@@ -4,7 +4,8 @@
 //! * `retry-after DURATION`: run this job again after DURATION (instead of the backoff; still a
 //!   failed attempt, counted towards `--max-attempts`), as an HTTP `Retry-After` for one job;
 //! * `slow-down DURATION`: the lane runs nothing for DURATION, then resumes at its pace with no
-//!   burst, and this job runs again without counting as a failure.
+//!   burst, and this job runs again without counting as a failure; `slow-down` alone: no pause.
+//!   A lane whose rule says `adaptive = true` also halves its rate (see the jobs README).
 //!
 //! Both are stored in the database, so every worker obeys them. The reply is read only when the
 //! command exits non-zero (exit 0 is done, whatever the file says); a reply that does not parse
@@ -14,6 +15,7 @@ use crate::duration::parse_duration;
 use leakgate_jobs::Outcome;
 use std::io::Read;
 use std::path::Path;
+use std::time::Duration;
 
 /// The most of a reply file that is read.
 const MAX_REPLY: u64 = 4096;
@@ -73,9 +75,10 @@ fn parse(text: &str) -> Result<Option<Outcome>, String> {
     };
     match word {
         "retry-after" => Ok(Some(Outcome::RetryAfter(duration()?))),
+        "slow-down" if rest.trim().is_empty() => Ok(Some(Outcome::SlowDown(Duration::ZERO))),
         "slow-down" => Ok(Some(Outcome::SlowDown(duration()?))),
         _ => Err(format!(
-            "the reply {line:?} is neither \"retry-after DURATION\" nor \"slow-down DURATION\""
+            "the reply {line:?} is neither \"retry-after DURATION\" nor \"slow-down [DURATION]\""
         )),
     }
 }
@@ -106,6 +109,7 @@ mod tests {
         let s = Duration::from_secs;
         assert_eq!(parse("retry-after 30s\n"), Ok(Some(Outcome::RetryAfter(s(30)))));
         assert_eq!(parse("\n  slow-down 2min  \n"), Ok(Some(Outcome::SlowDown(s(120)))));
+        assert_eq!(parse("slow-down\n"), Ok(Some(Outcome::SlowDown(s(0)))));
         assert_eq!(parse(""), Ok(None));
         assert_eq!(parse(" \n"), Ok(None));
         assert!(parse("retry-after").unwrap_err().contains("no duration"));

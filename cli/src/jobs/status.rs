@@ -84,6 +84,7 @@ pub(super) fn to_json(backend: &str, lanes: &[LaneStatus]) -> Value {
                 "runs_last_minute": l.runs_last_minute,
                 "rule": l.rule,
                 "rule_per_minute": l.rule_per_minute,
+                "pace_per_minute": l.pace_per_minute,
             }),
         );
     }
@@ -114,7 +115,11 @@ fn print_table(lanes: &[LaneStatus]) {
     );
     for l in lanes {
         let rate = l.rule_per_minute.map_or(format!("{}", l.runs_last_minute), |r| {
-            format!("{}/{}", l.runs_last_minute, short(r))
+            match l.pace_per_minute.filter(|&p| p < r) {
+                // An adaptive lane backed off: the rate in force, then the rule's.
+                Some(p) => format!("{}/{}<{}", l.runs_last_minute, short(p), short(r)),
+                None => format!("{}/{}", l.runs_last_minute, short(r)),
+            }
         });
         crate::out::outln!(
             "{:<width$}  {:>8}  {:>8}  {:>6}  {:>8}  {:>8}  {:>10}  {:>9}  {}",
@@ -140,7 +145,8 @@ fn print_table(lanes: &[LaneStatus]) {
 const LEGEND: &str = "\
 WAITING: ready or delayed (--after, a retry's backoff); OLDEST: how long the oldest has waited;
 NEXT SLOT: when the lane's pace lets its next run start; RUNS/MIN: runs started in the last
-minute / the most the lane's rule lets start in a minute (alone: not paced); a paused lane
+minute / the most the lane's rule lets start in a minute (alone: not paced; `/30<60`: an
+adaptive lane slowed down to 30 of its 60); a paused lane
 (`jobs pause`) says \"paused\" for its next slot until it is resumed";
 
 /// A rate per minute, short.

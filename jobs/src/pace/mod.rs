@@ -5,19 +5,29 @@
 //! `TAT := max(TAT, t) + T`; a lane with several quotas charges every bucket or none. Everything
 //! here is pure: the stores load the stored buckets in the claiming transaction, ask this module,
 //! and write back what it says. Time is nanoseconds since the Unix epoch (the database's clock).
+//!
+//! An adaptive lane (`adaptive = true` in its rule) runs each bucket at an adapted count a period
+//! of its quota (the ceiling), stored in the bucket's row: see `adapt.rs`.
 
+mod adapt;
 mod stored;
 
 use leakgate::{ExactRate, Quota};
 pub(crate) use stored::StoredBucket;
 use stored::{ns_at, units_at};
 
-/// One bucket, loaded: its quota's exact units (see [`leakgate::ExactRate`]) and its TAT in
-/// them.
+/// One bucket, loaded: the quota in force (the rule's, or its adapted one) in exact units (see
+/// [`leakgate::ExactRate`]), its TAT in them, and its adaptation.
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
     rate: ExactRate,
     tat: u128,
+    /// The rule's quota: the most the bucket ever runs at.
+    ceiling: Quota,
+    /// The adapted count a period of `ceiling` (below its count), `None` at the ceiling.
+    adapted: Option<u64>,
+    /// The clock reading of the last back-off, for "once a period".
+    backoff_ns: Option<i64>,
 }
 
 impl Bucket {
@@ -31,26 +41,41 @@ impl Bucket {
 #[derive(Clone, Debug)]
 pub(crate) struct LanePace {
     buckets: Vec<Bucket>,
+    /// The rule's `adaptive_floor` (`None`: the lane does not adapt).
+    floor: Option<u64>,
 }
 
 impl LanePace {
-    /// The buckets of a lane whose rule has `quotas`, from the rows stored for it (by index).
+    /// The buckets of a lane whose rule has `quotas` (and adapts down to `floor`, if given),
+    /// from the rows stored for it (by index).
     ///
-    /// A row charged under the same quota is taken as is; a row of another quota keeps the
+    /// A bucket runs at its row's adapted count when the lane adapts and the row's was adapted
+    /// from a quota of the same period (clamped to `[floor, count]`); else at its rule's quota.
+    /// A row charged under the quota in force is taken as is; a row of another quota keeps the
     /// units it could admit (its burst less its level `(TAT - now) / T`), capped at the new
     /// burst, as [`leakgate::RuleLimiter::reload`] does (see [`ExactRate::carry_backlog`]: no
-    /// change of rules hands out units); a quota with no row starts empty.
-    pub(crate) fn load(quotas: &[Quota], stored: &[StoredBucket], now: i64) -> LanePace {
+    /// change of rules or of adapted rate hands out units); a quota with no row starts empty.
+    pub(crate) fn load(
+        quotas: &[Quota],
+        floor: Option<u64>,
+        stored: &[StoredBucket],
+        now: i64,
+    ) -> LanePace {
         let buckets = quotas
             .iter()
             .enumerate()
-            .map(|(i, quota)| {
-                let rate = ExactRate::new(*quota);
-                let tat = stored.get(i).map_or(0, |row| carry(&rate, row, now));
-                Bucket { rate, tat }
+            .map(|(i, ceiling)| {
+                let row = stored.get(i);
+                let (adapted, backoff_ns) = match (floor, row) {
+                    (Some(floor), Some(row)) => adapt::from_row(ceiling, floor, row),
+                    _ => (None, None),
+                };
+                let rate = adapt::rate(ceiling, adapted);
+                let tat = row.map_or(0, |row| carry(&rate, row, now));
+                Bucket { rate, tat, ceiling: *ceiling, adapted, backoff_ns }
             })
             .collect();
-        LanePace { buckets }
+        LanePace { buckets, floor }
     }
 
     /// Whether the lane has any bucket.
@@ -88,7 +113,14 @@ impl LanePace {
 
     /// The rows to store, one per quota, in order.
     pub(crate) fn stored(&self) -> Vec<StoredBucket> {
-        self.buckets.iter().map(|b| StoredBucket::new(&b.rate, b.tat)).collect()
+        self.buckets
+            .iter()
+            .map(|b| StoredBucket {
+                adapted: b.adapted.map_or(0, |n| n as i64),
+                backoff_ns: b.backoff_ns,
+                ..StoredBucket::new(&b.rate, b.tat)
+            })
+            .collect()
     }
 }
 
@@ -110,3 +142,7 @@ fn carry(rate: &ExactRate, row: &StoredBucket, now: i64) -> u128 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "adapt_tests.rs"]
+mod adapt_tests;

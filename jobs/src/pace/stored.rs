@@ -20,6 +20,11 @@ pub(crate) struct StoredBucket {
     /// The TAT: `tat_ns + tat_frac / D` ns since the epoch, `0 <= tat_frac < D`.
     pub(crate) tat_ns: i64,
     pub(crate) tat_frac: i64,
+    /// An adaptive lane's count in force a period of its rule's quota (below that quota's
+    /// count), 0 when at the quota.
+    pub(crate) adapted: i64,
+    /// When that lane last backed off (ns), `None` if never.
+    pub(crate) backoff_ns: Option<i64>,
 }
 
 impl StoredBucket {
@@ -37,6 +42,8 @@ impl StoredBucket {
             burst: quota.burst() as i64,
             tat_ns,
             tat_frac,
+            adapted: 0,
+            backoff_ns: None,
         }
     }
 

@@ -76,7 +76,7 @@ proptest! {
         let mut models: Vec<Model> = quotas.iter().map(Model::new).collect();
         let mut rows: Vec<StoredBucket> = Vec::new();
         for t in times {
-            let mut pace = LanePace::load(&quotas, &rows, t);
+            let mut pace = LanePace::load(&quotas, None, &rows, t);
             let want = models.iter().map(|m| m.allowed_at()).max().unwrap();
             prop_assert_eq!(pace.allowed_at() as u128, want);
             let tu = t as u128;
@@ -99,7 +99,7 @@ const SEC: i64 = 1_000_000_000;
 
 #[test]
 fn a_new_lane_has_its_whole_burst_then_its_rate() {
-    let mut pace = LanePace::load(&[q("20/s burst 3")], &[], EPOCH);
+    let mut pace = LanePace::load(&[q("20/s burst 3")], None, &[], EPOCH);
     for _ in 0..3 {
         pace.admit(EPOCH).unwrap();
     }
@@ -111,7 +111,7 @@ fn a_new_lane_has_its_whole_burst_then_its_rate() {
 #[test]
 fn several_quotas_are_charged_all_or_nothing() {
     let quotas = [q("10/s burst 10"), q("2/s burst 2")];
-    let mut pace = LanePace::load(&quotas, &[], EPOCH);
+    let mut pace = LanePace::load(&quotas, None, &[], EPOCH);
     pace.admit(EPOCH).unwrap();
     pace.admit(EPOCH).unwrap();
     let before = pace.stored();
@@ -122,52 +122,53 @@ fn several_quotas_are_charged_all_or_nothing() {
 #[test]
 fn a_reload_keeps_the_units_available_capped_at_the_new_burst() {
     // Full at 1/s burst 5 (none available): under 10/s burst 2, none available.
-    let mut pace = LanePace::load(&[q("1/s burst 5")], &[], EPOCH);
+    let mut pace = LanePace::load(&[q("1/s burst 5")], None, &[], EPOCH);
     (0..5).for_each(|_| pace.admit(EPOCH).unwrap());
     let rows = pace.stored();
-    let reloaded = LanePace::load(&[q("10/s burst 2")], &rows, EPOCH);
+    let reloaded = LanePace::load(&[q("10/s burst 2")], None, &rows, EPOCH);
     assert_eq!(reloaded.allowed_at(), EPOCH + SEC / 10, "full: the next slot is one T away");
     // Half full (2.5 of 5 available) under 1/s burst 5 -> 2.5 available of 10/s burst 10: 2
     // runs go now (a larger burst adds nothing at once).
-    let rows = LanePace::load(&[q("1/s burst 5")], &rows, EPOCH + 2 * SEC + SEC / 2).stored();
-    let mut reloaded = LanePace::load(&[q("10/s burst 10")], &rows, EPOCH + 2 * SEC + SEC / 2);
+    let rows = LanePace::load(&[q("1/s burst 5")], None, &rows, EPOCH + 2 * SEC + SEC / 2).stored();
+    let mut reloaded =
+        LanePace::load(&[q("10/s burst 10")], None, &rows, EPOCH + 2 * SEC + SEC / 2);
     let now = EPOCH + 2 * SEC + SEC / 2;
     let admitted = (0..10).take_while(|_| reloaded.admit(now).is_ok()).count();
     assert_eq!(admitted, 2);
     // The same rate with a smaller burst: none available stays none, and the debt is kept.
-    let mut same = LanePace::load(&[q("1/s burst 5")], &[], EPOCH);
+    let mut same = LanePace::load(&[q("1/s burst 5")], None, &[], EPOCH);
     (0..5).for_each(|_| same.admit(EPOCH).unwrap());
-    let capped = LanePace::load(&[q("1/s burst 1")], &same.stored(), EPOCH);
+    let capped = LanePace::load(&[q("1/s burst 1")], None, &same.stored(), EPOCH);
     assert_eq!(capped.allowed_at(), EPOCH + SEC);
     // A smaller burst and a larger one back hand out nothing: still none available.
-    let back = LanePace::load(&[q("1/s burst 5")], &capped.stored(), EPOCH);
+    let back = LanePace::load(&[q("1/s burst 5")], None, &capped.stored(), EPOCH);
     assert_eq!(back.allowed_at(), EPOCH + SEC, "the shrink and the grow back minted units");
     // A quota with no row starts empty; rows beyond the rule are dropped.
-    let two = LanePace::load(&[q("1/s burst 5"), q("1/h burst 1")], &same.stored(), EPOCH);
+    let two = LanePace::load(&[q("1/s burst 5"), q("1/h burst 1")], None, &same.stored(), EPOCH);
     assert_eq!(two.stored().len(), 2);
-    assert_eq!(LanePace::load(&[], &two.stored(), EPOCH).stored().len(), 0);
+    assert_eq!(LanePace::load(&[], None, &two.stored(), EPOCH).stored().len(), 0);
 }
 
 #[test]
 fn a_clock_gone_backwards_hands_out_no_fresh_burst() {
-    let mut pace = LanePace::load(&[q("1/s burst 2")], &[], EPOCH);
+    let mut pace = LanePace::load(&[q("1/s burst 2")], None, &[], EPOCH);
     pace.admit(EPOCH).unwrap();
     pace.admit(EPOCH).unwrap();
     let rows = pace.stored();
-    let mut earlier = LanePace::load(&[q("1/s burst 2")], &rows, EPOCH - 10 * SEC);
+    let mut earlier = LanePace::load(&[q("1/s burst 2")], None, &rows, EPOCH - 10 * SEC);
     assert_eq!(earlier.admit(EPOCH - 10 * SEC), Err(EPOCH + SEC));
 }
 
 #[test]
 fn slow_down_pauses_then_resumes_without_a_burst() {
-    let mut pace = LanePace::load(&[q("10/s burst 5")], &[], EPOCH);
+    let mut pace = LanePace::load(&[q("10/s burst 5")], None, &[], EPOCH);
     pace.admit(EPOCH).unwrap();
     pace.push_back(EPOCH + 3 * SEC);
     assert_eq!(pace.allowed_at(), EPOCH + 3 * SEC);
     pace.admit(EPOCH + 3 * SEC).unwrap();
     assert_eq!(pace.admit(EPOCH + 3 * SEC), Err(EPOCH + 3 * SEC + SEC / 10));
     // An unpaced lane has no bucket to push: the store pauses the lane itself.
-    let mut none = LanePace::load(&[], &[], EPOCH);
+    let mut none = LanePace::load(&[], None, &[], EPOCH);
     none.push_back(EPOCH + SEC);
     assert!(!none.is_paced());
     assert_eq!(none.allowed_at(), 0);

@@ -10,10 +10,12 @@ pub(crate) mod sqlite;
 
 use crate::error::Error;
 use crate::job::{Added, Job, NewJob, Outcome};
+use crate::pace::StoredBucket;
 use crate::retry::Policy;
 use crate::rules::LaneRules;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::status::{DeadJob, LaneStatus, Requeue, Run};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,6 +87,9 @@ pub(crate) struct Taken {
     pub(crate) died: u64,
     /// Jobs added by schedules' ticks.
     pub(crate) ticked: u64,
+    /// Adaptive lanes whose rate this transaction moved, with their first quota's new rate a
+    /// second (for the `leakgate_jobs_lane_rate_per_second` gauge).
+    pub(crate) rates: Vec<(String, f64)>,
 }
 
 /// The parsed rules of a database, cached by the version stored beside them.
@@ -194,6 +199,17 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.run(move |c, _| sqlite::report::status(c, now)).await,
             Store::Postgres(p) => p.status(now).await,
+        }
+    }
+
+    /// The stored pace buckets of `lanes` (what `status` shows of adaptive lanes).
+    pub(crate) async fn pace_rows(
+        &self,
+        lanes: Vec<String>,
+    ) -> Result<HashMap<String, Vec<StoredBucket>>, Error> {
+        match self {
+            Store::Sqlite(s) => s.run(move |c, _| sqlite::ops::pace_rows(c, &lanes)).await,
+            Store::Postgres(p) => p.pace_rows(lanes).await,
         }
     }
 

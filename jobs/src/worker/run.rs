@@ -331,6 +331,10 @@ impl Worker {
         metrics::counter!("leakgate_jobs_dead_total").increment(dead);
         metrics::counter!("leakgate_jobs_lease_expiries_total").increment(taken.expired);
         metrics::counter!("leakgate_jobs_schedule_ticks_total").increment(taken.ticked);
+        for (lane, rate) in &taken.rates {
+            metrics::gauge!("leakgate_jobs_lane_rate_per_second", "lane" => lane.clone())
+                .set(*rate);
+        }
         let retries = recorded
             .iter()
             .filter(|c| matches!(c.outcome, Outcome::Failed(_) | Outcome::RetryAfter(_)))

@@ -7,6 +7,7 @@
 
 #![allow(unreachable_pub)]
 
+mod adaptive;
 mod cases;
 mod control;
 mod db;
@@ -33,6 +34,7 @@ fn main() {
         .chain(worker::ALL)
         .chain(runs::ALL)
         .chain(model::ALL)
+        .chain(adaptive::ALL)
     {
         let (name, case) = (*name, *case);
         trials.push(Trial::test(format!("sqlite::{name}"), move || {

@@ -59,6 +59,41 @@ impl AdaptiveRate<TscClock> {
     pub fn new(ceiling: Quota) -> Result<Self, QuotaError> {
         Self::with_clock(ceiling, TscClock::default())
     }
+
+    /// The algorithm's back-off step on its own, for a rate whose state is kept elsewhere (a
+    /// database shared by many processes): `count` a period halved, never below one.
+    ///
+    /// ```
+    /// assert_eq!(leakgate::AdaptiveRate::backed_off(100), 50);
+    /// assert_eq!(leakgate::AdaptiveRate::backed_off(1), 1);
+    /// ```
+    pub fn backed_off(count: u64) -> u64 {
+        (count / 2).max(1)
+    }
+
+    /// The algorithm's recovery step on its own: `count` raised by a twentieth of `ceiling` (at
+    /// least one), never above `ceiling`.
+    ///
+    /// ```
+    /// assert_eq!(leakgate::AdaptiveRate::recovered(50, 100), 55);
+    /// assert_eq!(leakgate::AdaptiveRate::recovered(99, 100), 100);
+    /// ```
+    pub fn recovered(count: u64, ceiling: u64) -> u64 {
+        let step = (ceiling / RECOVERY_DIVISOR).max(1);
+        count.saturating_add(step).min(ceiling)
+    }
+
+    /// The quota in force at `count` a period of `ceiling`: the same period, the burst scaled
+    /// alike (at least 1). Fails for a count of 0.
+    ///
+    /// ```
+    /// let q = leakgate::AdaptiveRate::scaled(&"100/s burst 10".parse()?, 50)?;
+    /// assert_eq!(q, "50/s burst 5".parse()?);
+    /// # Ok::<(), leakgate::QuotaError>(())
+    /// ```
+    pub fn scaled(ceiling: &Quota, count: u64) -> Result<Quota, QuotaError> {
+        scaled(ceiling, count)
+    }
 }
 
 impl<C: Clock> AdaptiveRate<C> {
@@ -119,8 +154,7 @@ impl<C: Clock> AdaptiveRate<C> {
         if state.count >= ceiling {
             return;
         }
-        let step = (ceiling / RECOVERY_DIVISOR).max(1);
-        state.count = state.count.saturating_add(step).min(ceiling);
+        state.count = AdaptiveRate::recovered(state.count, ceiling);
         self.apply(state.count);
     }
 
@@ -153,7 +187,7 @@ impl<C: Clock> AdaptiveRate<C> {
             return;
         }
         state.last_backoff_ns = Some(now);
-        state.count = (state.count / 2).max(1);
+        state.count = AdaptiveRate::backed_off(state.count);
         self.apply(state.count);
     }
 

@@ -3,16 +3,16 @@
 //! allow, charging each run to its lane's buckets, and store what changed, in a fixed number of
 //! round trips. Turns carry over between claims as on SQLite (a lane's `credit`).
 
+use super::CLOCK_NS;
 use super::lanes::{load_pace, save_pace};
-use super::now;
 use crate::error::Error;
 use crate::job::{Job, ns};
 use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
 use crate::store::Take;
 use std::collections::HashMap;
-use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
+use tokio_postgres::{GenericClient, Row};
 
 /// A lane's ready job: id, payload, attempt, key, due time.
 type Head = (i64, Vec<u8>, i64, Option<String>, i64);
@@ -33,32 +33,50 @@ struct Lane {
     credit: i64,
 }
 
-/// Takes up to `take.max` jobs: locks the candidate lanes (skipping those another claim holds),
-/// reads the clock, then serves them one job per turn as SQLite does.
-pub(super) async fn claim(
+/// The candidate lanes, locked (those another claim holds skipped), in the order they are
+/// served, each with the clock read once it is locked (the caller's, if given).
+const CANDIDATES: &str = "WITH c AS MATERIALIZED (SELECT lane, ready, running, max_in_flight, credit, served \
+    FROM lanes WHERE ready > 0 AND next_slot <= $1 AND paused_until <= $1 AND NOT paused \
+    AND (max_in_flight IS NULL OR running < max_in_flight) ORDER BY served, lane LIMIT $2 \
+    FOR UPDATE SKIP LOCKED) \
+    SELECT lane, ready, running, max_in_flight, credit, COALESCE($3::bigint, CLOCK) FROM c \
+    ORDER BY served, lane";
+
+/// Locks the lanes a claim may serve and reads the clock after them, in one statement (one
+/// round trip; the caller may pipeline it behind the counters' update): the rows, and the
+/// clock (`None`: no lane to serve).
+pub(super) async fn candidates(
     tx: &impl GenericClient,
     txn_now: i64,
+    take: &Take,
+) -> Result<(Vec<Row>, Option<i64>), Error> {
+    if take.max == 0 {
+        return Ok((vec![], None));
+    }
+    let sql = CANDIDATES.replace("CLOCK", CLOCK_NS);
+    let rows = tx
+        .query_typed(
+            &sql,
+            &[(&txn_now, Type::INT8), (&(take.max as i64), Type::INT8), (&take.now, Type::INT8)],
+        )
+        .await?;
+    // The clock, read after the lanes are locked: every earlier charge to them is committed.
+    // Each row's reading follows its own lock; the last (the greatest) follows them all.
+    let now = rows.iter().map(|r| r.get::<_, i64>(5)).max();
+    Ok((rows, now))
+}
+
+/// Takes up to `take.max` jobs from the `rows` [`candidates`] locked at `now`, one job per turn
+/// as SQLite does.
+pub(super) async fn claim(
+    tx: &impl GenericClient,
+    (rows, now): (Vec<Row>, Option<i64>),
     take: &Take,
     rules: &LaneRules,
     out: &mut Vec<Job>,
 ) -> Result<(), Error> {
     let max = take.max;
-    if max == 0 {
-        return Ok(());
-    }
-    let rows = tx
-        .query_typed(
-            "SELECT lane, ready, running, max_in_flight, credit FROM lanes WHERE ready > 0 AND next_slot <= $1 \
-             AND paused_until <= $1 AND NOT paused AND (max_in_flight IS NULL OR running < max_in_flight) \
-             ORDER BY served, lane LIMIT $2 FOR UPDATE SKIP LOCKED",
-            &[(&txn_now, Type::INT8), (&(max as i64), Type::INT8)],
-        )
-        .await?;
-    if rows.is_empty() {
-        return Ok(());
-    }
-    // The clock, read after the lanes are locked: every earlier charge to them is committed.
-    let now = now(tx, take.now).await?;
+    let Some(now) = now else { return Ok(()) };
     let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let stored = load_pace(tx, &name_refs).await?;
@@ -72,7 +90,8 @@ pub(super) async fn claim(
         let room = max_in_flight.map_or(ready, |m| (m - running).clamp(0, ready)).min(max as i64);
         let turn = rules.limits(&name).turn();
         let stored = stored.get(&name).cloned().unwrap_or_default();
-        let pace = LanePace::load(rules.pace(&name).1, &stored, now);
+        let floor = rules.limits(&name).adaptive_floor;
+        let pace = LanePace::load(rules.pace(&name).1, floor, &stored, now);
         // How many the pace lets go now.
         let mut trial = pace.clone();
         let mut fits = 0;

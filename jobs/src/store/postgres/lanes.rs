@@ -1,7 +1,7 @@
 //! Lane rows in a transaction: locking them ([`lock_lanes`], never waiting for one another
 //! session holds), their counters ([`apply`] for the changes a claim gathered, [`bump`] for an
-//! operation's), and their pace buckets ([`load_pace`], [`save_pace`], [`push_back`] for a
-//! slow-down). Pace rows are only locked by a transaction that holds their lane's row.
+//! operation's), and their pace buckets ([`load_pace`], [`save_pace`], [`push_back`] for
+//! slow-downs and an adaptive lane's done jobs). Pace rows are only locked by a transaction that holds their lane's row.
 
 use crate::error::Error;
 use crate::pace::{LanePace, StoredBucket};
@@ -75,28 +75,49 @@ pub(super) async fn apply(
     Ok(())
 }
 
-/// Slowed-down lanes (a pause in `lanes`): their buckets are pushed back so that they resume
-/// at their steady rate, without a burst ([`LanePace::push_back`]). Unpaced lanes have none.
+/// Slowed-down lanes (a pause in `lanes`): an adaptive one backs off ([`LanePace::back_off`]),
+/// and their buckets are pushed back so that they resume at their steady rate, without a burst
+/// ([`LanePace::push_back`]); adaptive lanes with done jobs recover a step per job
+/// ([`LanePace::recover`]). Unpaced lanes have none; other lanes are not read. Adaptive lanes
+/// whose rows changed are added to `rates` with their rate a second.
 pub(super) async fn push_back(
     tx: &impl GenericClient,
     lanes: &BTreeMap<String, Delta>,
     now: i64,
     rules: &LaneRules,
+    rates: &mut Vec<(String, f64)>,
 ) -> Result<(), Error> {
-    let slowed: Vec<&str> = lanes
+    let touched: Vec<&str> = lanes
         .iter()
-        .filter(|(lane, d)| d.pause > 0 && !rules.pace(lane).1.is_empty())
+        .filter(|(lane, d)| {
+            let adaptive = rules.limits(lane).adaptive_floor.is_some();
+            (d.pause > 0 || (adaptive && d.done > 0)) && !rules.pace(lane).1.is_empty()
+        })
         .map(|(lane, _)| lane.as_str())
         .collect();
-    if !slowed.is_empty() {
-        let stored = load_pace(tx, &slowed).await?;
-        let mut rows = Vec::new();
-        for lane in slowed {
-            let mut pace =
-                LanePace::load(rules.pace(lane).1, stored.get(lane).map_or(&[], |v| v), now);
-            pace.push_back(lanes[lane].pause);
-            rows.push((lane.to_string(), pace.stored()));
+    if touched.is_empty() {
+        return Ok(());
+    }
+    let stored = load_pace(tx, &touched).await?;
+    let mut rows = Vec::new();
+    for lane in touched {
+        let (floor, d) = (rules.limits(lane).adaptive_floor, lanes[lane]);
+        let before = stored.get(lane).map_or(&[][..], |v| v);
+        let mut pace = LanePace::load(rules.pace(lane).1, floor, before, now);
+        if d.pause > 0 {
+            pace.back_off(now);
+            pace.push_back(d.pause);
         }
+        // Done jobs recorded with the slow-down (a batch) count after it.
+        pace.recover(d.done.max(0) as u64, now);
+        if pace.stored() != before {
+            rows.push((lane.to_string(), pace.stored()));
+            if let (Some(_), Some(rate)) = (floor, pace.per_second()) {
+                rates.push((lane.to_string(), rate));
+            }
+        }
+    }
+    if !rows.is_empty() {
         save_pace(tx, &rows).await?;
     }
     Ok(())
@@ -135,13 +156,27 @@ pub(super) async fn load_pace(
     tx: &impl GenericClient,
     lanes: &[&str],
 ) -> Result<HashMap<String, Vec<StoredBucket>>, Error> {
-    let rows = tx
-        .query(
-            "SELECT lane, count, period_ns, burst, tat_ns, tat_frac FROM pace WHERE lane = ANY($1) \
-             ORDER BY lane, idx FOR UPDATE",
-            &[&lanes],
-        )
-        .await?;
+    read_pace(tx, lanes, " FOR UPDATE").await
+}
+
+/// The stored buckets of `lanes`, read without locks (what `status` shows).
+pub(super) async fn peek_pace(
+    client: &impl GenericClient,
+    lanes: &[&str],
+) -> Result<HashMap<String, Vec<StoredBucket>>, Error> {
+    read_pace(client, lanes, "").await
+}
+
+async fn read_pace(
+    client: &impl GenericClient,
+    lanes: &[&str],
+    lock: &str,
+) -> Result<HashMap<String, Vec<StoredBucket>>, Error> {
+    let sql = format!(
+        "SELECT lane, count, period_ns, burst, tat_ns, tat_frac, adapted, backoff_ns FROM pace \
+         WHERE lane = ANY($1) ORDER BY lane, idx{lock}"
+    );
+    let rows = client.query(&sql, &[&lanes]).await?;
     let mut out: HashMap<String, Vec<StoredBucket>> = HashMap::new();
     for r in rows {
         out.entry(r.get(0)).or_default().push(StoredBucket {
@@ -150,6 +185,8 @@ pub(super) async fn load_pace(
             burst: r.get(3),
             tat_ns: r.get(4),
             tat_frac: r.get(5),
+            adapted: r.get(6),
+            backoff_ns: r.get(7),
         });
     }
     Ok(out)
@@ -162,6 +199,7 @@ pub(super) async fn save_pace(
 ) -> Result<(), Error> {
     let (mut lane, mut idx, mut count, mut period, mut burst, mut tat_ns, mut tat_frac) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut adapted, mut backoff) = (vec![], vec![]);
     for (name, rows) in lanes {
         for (i, b) in rows.iter().enumerate() {
             lane.push(name.as_str());
@@ -171,13 +209,18 @@ pub(super) async fn save_pace(
             burst.push(b.burst);
             tat_ns.push(b.tat_ns);
             tat_frac.push(b.tat_frac);
+            adapted.push(b.adapted);
+            backoff.push(b.backoff_ns);
         }
     }
     tx.execute(
-        "INSERT INTO pace SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], \
-         $5::bigint[], $6::bigint[], $7::bigint[]) ON CONFLICT (lane, idx) DO UPDATE SET count = excluded.count, \
-         period_ns = excluded.period_ns, burst = excluded.burst, tat_ns = excluded.tat_ns, tat_frac = excluded.tat_frac",
-        &[&lane, &idx, &count, &period, &burst, &tat_ns, &tat_frac],
+        "INSERT INTO pace (lane, idx, count, period_ns, burst, tat_ns, tat_frac, adapted, backoff_ns) \
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
+         $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) ON CONFLICT (lane, idx) DO UPDATE SET \
+         count = excluded.count, period_ns = excluded.period_ns, burst = excluded.burst, \
+         tat_ns = excluded.tat_ns, tat_frac = excluded.tat_frac, adapted = excluded.adapted, \
+         backoff_ns = excluded.backoff_ns",
+        &[&lane, &idx, &count, &period, &burst, &tat_ns, &tat_frac, &adapted, &backoff],
     )
     .await?;
     let names: Vec<&str> = lanes.iter().map(|(n, _)| n.as_str()).collect();

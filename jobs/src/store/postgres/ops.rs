@@ -4,10 +4,11 @@ use super::lanes::bump;
 use super::{CHANNEL, Postgres, now, retrying};
 use crate::error::Error;
 use crate::job::{Added, NewJob, ns};
+use crate::pace::StoredBucket;
 use crate::rules::LaneRules;
 use crate::status::Requeue;
 use crate::store::RulesCache;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::GenericClient;
@@ -187,6 +188,16 @@ impl Postgres {
     pub(crate) async fn rules(&self) -> Result<Arc<LaneRules>, Error> {
         let guard = self.client().await?;
         current_rules(guard.as_ref().expect("connected"), &self.rules).await
+    }
+
+    /// The stored pace buckets of `lanes` (read without locks).
+    pub(crate) async fn pace_rows(
+        &self,
+        lanes: Vec<String>,
+    ) -> Result<HashMap<String, Vec<StoredBucket>>, Error> {
+        let guard = self.client().await?;
+        let names: Vec<&str> = lanes.iter().map(String::as_str).collect();
+        super::lanes::peek_pace(guard.as_ref().expect("connected"), &names).await
     }
 
     /// Dead jobs back to ready, their failures forgotten.

@@ -12,8 +12,47 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
-/// Records `completions` (their lanes locked by [`super::lanes::lock_lanes`]); a run that no longer holds its
-/// job is counted in `taken.lost`.
+/// The jobs' rows that recording outcomes writes, one per recorded completion, as arrays.
+#[derive(Debug, Default)]
+pub(super) struct Outcomes {
+    id: Vec<i64>,
+    state: Vec<i16>,
+    failures: Vec<i64>,
+    run_at: Vec<Option<i64>>,
+    finished: Vec<Option<i64>>,
+    error: Vec<Option<String>>,
+}
+
+impl Outcomes {
+    /// Writes the jobs' rows in one statement (none when there is nothing to write), so that
+    /// the caller may send it in one round trip with the next (pipelined: PostgreSQL runs them
+    /// in the order sent).
+    pub(super) async fn write(&self, tx: &impl GenericClient) -> Result<(), Error> {
+        if self.id.is_empty() {
+            return Ok(());
+        }
+        tx.query_typed(
+            "UPDATE jobs j SET state = d.state, failures = d.failures, run_at = COALESCE(d.run_at, j.run_at), \
+             finished_at = d.finished, lease_until = NULL, last_error = COALESCE(d.error, j.last_error) \
+             FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[]) \
+             AS d(id, state, failures, run_at, finished, error) WHERE j.id = d.id",
+            &[
+                (&self.id, Type::INT8_ARRAY),
+                (&self.state, Type::INT2_ARRAY),
+                (&self.failures, Type::INT8_ARRAY),
+                (&self.run_at, Type::INT8_ARRAY),
+                (&self.finished, Type::INT8_ARRAY),
+                (&self.error, Type::TEXT_ARRAY),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Reads and locks the jobs of `completions` (their lanes locked by
+/// [`super::lanes::lock_lanes`]) and works out their outcomes, which [`Outcomes::write`] then
+/// stores; a run that no longer holds its job is counted in `taken.lost`.
 pub(super) async fn complete(
     tx: &impl GenericClient,
     completions: &[Completion],
@@ -21,9 +60,9 @@ pub(super) async fn complete(
     policy: &Policy,
     lanes: &mut BTreeMap<String, Delta>,
     taken: &mut Taken,
-) -> Result<(), Error> {
+) -> Result<Outcomes, Error> {
     if completions.is_empty() {
-        return Ok(());
+        return Ok(Outcomes::default());
     }
     let ids: Vec<i64> = completions.iter().map(|c| c.id).collect();
     let attempts: Vec<i64> = completions.iter().map(|c| i64::from(c.attempt)).collect();
@@ -88,22 +127,7 @@ pub(super) async fn complete(
             }
         }
     }
-    tx.query_typed(
-        "UPDATE jobs j SET state = d.state, failures = d.failures, run_at = COALESCE(d.run_at, j.run_at), \
-         finished_at = d.finished, lease_until = NULL, last_error = COALESCE(d.error, j.last_error) \
-         FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[]) \
-         AS d(id, state, failures, run_at, finished, error) WHERE j.id = d.id",
-        &[
-            (&id, Type::INT8_ARRAY),
-            (&state, Type::INT2_ARRAY),
-            (&failures, Type::INT8_ARRAY),
-            (&run_at, Type::INT8_ARRAY),
-            (&finished, Type::INT8_ARRAY),
-            (&error, Type::TEXT_ARRAY),
-        ],
-    )
-    .await?;
-    Ok(())
+    Ok(Outcomes { id, state, failures, run_at, finished, error })
 }
 /// In one statement, in the lanes `held`: jobs whose lease ran out go back to their lane (or
 /// die, past `max_attempts`), and scheduled jobs whose time has come become ready.

@@ -45,6 +45,7 @@ impl Postgres {
                     runs_last_minute: n(8),
                     rule: None,
                     rule_per_minute: None,
+                    pace_per_minute: None,
                 }
             })
             .collect())

@@ -93,6 +93,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN tick     BIGINT;
     CREATE UNIQUE INDEX jobs_tick ON jobs (schedule, tick) WHERE schedule IS NOT NULL;
     ",
+    // 3: adaptive lanes: a bucket's adapted count a period of its rule's quota (0: at the
+    // quota) and its last back-off.
+    "
+    ALTER TABLE pace ADD COLUMN adapted    BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE pace ADD COLUMN backoff_ns BIGINT;
+    ",
 ];
 
 /// The schema version this crate writes.

@@ -4,19 +4,23 @@
 //! number of round trips whatever the number of jobs (arrays). It waits for no lane: lanes
 //! another session holds are left for a later claim.
 
-use super::claim::claim;
+use super::claim::{candidates, claim};
 use super::lanes::{apply, lock_lanes, push_back};
 use super::ops::rules_at;
 use super::record::{complete, maintain};
 use super::{CHANNEL, CLOCK_NS, Postgres, retrying, typed_one};
 use crate::error::Error;
+use crate::job::Outcome;
+use crate::rules::LaneRules;
 use crate::store::{Take, Taken};
+use futures_util::future::try_join;
 use std::collections::BTreeMap;
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
 /// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
-/// maintenance then, the rules' version, and whether a schedule's tick is due: one round trip.
+/// maintenance then, the rules' version, whether a schedule's tick is due, and whether
+/// maintenance is (a lease run out, a delayed job due): one round trip.
 const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
     EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
         AND NOT paused AND (max_in_flight IS NULL OR running < max_in_flight)) \
@@ -24,7 +28,9 @@ const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now) \
     OR EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now), \
     COALESCE((SELECT version FROM rules WHERE id = 1), 0), \
-    EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now) FROM t";
+    EXISTS (SELECT 1 FROM schedules WHERE next_tick <= t.now), \
+    EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
+    OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now) FROM t";
 
 impl Postgres {
     /// Records `take.completions`, maintains, and takes up to `take.max` jobs; run again on a
@@ -53,20 +59,49 @@ impl Postgres {
         let rules = rules_at(&tx, &self.rules, version).await?;
         let mut taken = Taken { now, ..Taken::default() };
         let mut lanes = BTreeMap::new();
+        // Claim first when recording can change nothing the claim reads (no tick or maintenance
+        // due, no slow-down, no limit or adaptive pace in the outcomes' lanes): the clock is
+        // then read one round trip after the transaction's first look, and the outcomes are
+        // recorded after, in the same transaction. Otherwise, record first.
+        let first = !ticks_due && !row.get::<_, bool>(4) && claim_first(take, &rules);
+        if first {
+            let found = candidates(&tx, now, take).await?;
+            claim(&tx, found, take, &rules, &mut taken.jobs).await?;
+        }
         // The lanes to record and maintain, those another session holds left out.
         let held = lock_lanes(&tx, &take.completions, now).await?;
         let (record, deferred) =
             take.completions.iter().cloned().partition::<Vec<_>, _>(|c| held.contains(&c.lane));
         taken.deferred = deferred;
-        complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
-        maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken).await?;
-        apply(&tx, &lanes).await?;
-        push_back(&tx, &lanes, now, &rules).await?;
-        if ticks_due {
-            // Only then: a claim's round trips are its lateness.
+        let outcomes = complete(&tx, &record, now, &take.policy, &mut lanes, &mut taken).await?;
+        // Pipelined (sent together, run in the order sent): the outcomes' rows, then
+        // maintenance. A claim's round trips before its clock reading are its lateness.
+        try_join(
+            outcomes.write(&tx),
+            maintain(&tx, now, &held, &take.policy, &mut lanes, &mut taken),
+        )
+        .await?;
+        let candidates = if first {
+            apply(&tx, &lanes).await?;
+            push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
+            (vec![], None) // claimed already
+        } else if ticks_due {
+            apply(&tx, &lanes).await?;
+            push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
+            // Only then: the ticks' jobs are claimable in this transaction.
             taken.ticked = super::schedules::fire(&tx, now, &rules).await?;
+            candidates(&tx, now, take).await?
+        } else {
+            // Pipelined: the counters (a slow-down's pause, the runs that ended), then the lanes
+            // to serve, locked, and the clock. A slow-down's buckets are pushed back after, still
+            // before any is read ([`claim`] loads them).
+            let ((), found) = try_join(apply(&tx, &lanes), candidates(&tx, now, take)).await?;
+            push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
+            found
+        };
+        if !first {
+            claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
         }
-        claim(&tx, now, take, &rules, &mut taken.jobs).await?;
         (taken.wake, taken.remaining) = outlook(&tx, now).await?;
         // Wake other workers when a limited lane has room again, or the queue is empty.
         let freed = lanes
@@ -78,6 +113,18 @@ impl Postgres {
         tx.commit().await?;
         Ok(taken)
     }
+}
+
+/// Whether none of `take`'s outcomes changes what a claim in the same transaction reads: no
+/// slow-down (a pause, pushed-back buckets), and none in a lane with `max_in_flight` (room
+/// freed) or an adaptive pace (a recovery).
+fn claim_first(take: &Take, rules: &LaneRules) -> bool {
+    take.completions.iter().all(|c| {
+        let limits = rules.limits(&c.lane);
+        !matches!(c.outcome, Outcome::SlowDown(_))
+            && limits.max_in_flight.is_none()
+            && limits.adaptive_floor.is_none()
+    })
 }
 
 /// When something may next become takeable, and how many jobs are waiting or running.

@@ -47,7 +47,8 @@ pub(super) fn claim(
         }
         let (_, quotas) = rules.pace(&lane);
         let stored = load_pace(conn, &lane)?;
-        let mut pace = LanePace::load(quotas, &stored, now);
+        let floor = rules.limits(&lane).adaptive_floor;
+        let mut pace = LanePace::load(quotas, floor, &stored, now);
         let pace_slot = pace.allowed_at();
         if let Err(at) = pace.admit(now) {
             // Not yet (the cached slot was stale): remember when, and serve another lane. Levels

@@ -4,11 +4,12 @@ use super::lanes::bump;
 use super::now;
 use crate::error::Error;
 use crate::job::{Added, NewJob, ns};
+use crate::pace::StoredBucket;
 use crate::rules::LaneRules;
 use crate::status::Requeue;
 use crate::store::RulesCache;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -233,4 +234,17 @@ pub(crate) fn purge(
     tx.execute("DELETE FROM runs WHERE started_at < ?1", [cutoff])?;
     tx.commit()?;
     Ok(n as u64)
+}
+
+/// The stored pace buckets of `lanes`.
+pub(crate) fn pace_rows(
+    conn: &mut Connection,
+    lanes: &[String],
+) -> Result<HashMap<String, Vec<StoredBucket>>, Error> {
+    let tx = conn.transaction()?; // one snapshot
+    let mut out = HashMap::new();
+    for lane in lanes {
+        out.insert(lane.clone(), super::lanes::load_pace(&tx, lane)?);
+    }
+    Ok(out)
 }

@@ -1,7 +1,7 @@
 //! Recording what happened, in the claim transaction: outcomes of runs ([`complete`]), and
 //! leases run out and scheduled jobs come due ([`maintain`]), with the lane counters they change.
 
-use super::lanes::{bump, push_back};
+use super::lanes::{bump, push_back, recover};
 use crate::error::Error;
 use crate::job::{Outcome, ns};
 use crate::retry::{Policy, failure};
@@ -50,6 +50,9 @@ fn complete_one(
             )?
             .execute(params![c.id, now])?;
             bump(conn, &lane, &[("running", -1), ("done", 1)])?;
+            if let Some(rate) = recover(conn, &lane, rules, now)? {
+                taken.rates.push((lane, rate));
+            }
         }
         Outcome::Failed(_) | Outcome::RetryAfter(_) => {
             let (error, asked) = failure(&c.outcome);
@@ -84,7 +87,9 @@ fn complete_one(
                  WHERE lane = ?1",
             )?
             .execute(params![lane, until])?;
-            push_back(conn, &lane, until, rules, now)?;
+            if let Some(rate) = push_back(conn, &lane, until, rules, now)? {
+                taken.rates.push((lane, rate));
+            }
         }
     }
     Ok(true)

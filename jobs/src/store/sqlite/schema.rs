@@ -95,6 +95,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN tick     INTEGER;
     CREATE UNIQUE INDEX jobs_tick ON jobs (schedule, tick) WHERE schedule IS NOT NULL;
     ",
+    // 3: adaptive lanes: a bucket's adapted count a period of its rule's quota (0: at the
+    // quota) and its last back-off.
+    "
+    ALTER TABLE pace ADD COLUMN adapted    INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE pace ADD COLUMN backoff_ns INTEGER;
+    ",
 ];
 
 /// The schema version this crate writes.
