@@ -251,7 +251,8 @@ mod sync;
 
 #[cfg(feature = "std")]
 pub use adaptive::{
-    AdaptiveConcurrency, AdaptivePermit, AdaptiveRate, KeyedAdaptiveConcurrency, OwnedAdaptivePermit,
+    AdaptiveConcurrency, AdaptivePermit, AdaptiveRate, KeyedAdaptiveConcurrency,
+    OwnedAdaptivePermit,
 };
 pub use clock::Clock;
 #[cfg(feature = "std")]
