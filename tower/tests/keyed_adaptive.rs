@@ -1,7 +1,8 @@
 //! The per-key adaptive concurrency layer on a real axum server: each key learns its own limit
 //! from its own responses (5xx, 429 and timeouts back it off, successes grow it), a key at its
 //! limit is refused at once with 503 and `Retry-After` while other keys pass, and the key table
-//! stays within its bound (a new key past it is refused while every key held is busy).
+//! stays within its bound (a new key past it is refused while every key held is busy). Latency
+//! is a signal too (Gradient2 on a manual clock), through this layer and the global adaptive one.
 
 mod support;
 
@@ -187,4 +188,72 @@ async fn past_its_bound_the_table_refuses_new_keys_while_all_are_busy() {
         StatusCode::OK
     );
     assert!(table.len() <= 64);
+}
+
+/// Runs rounds of as many concurrent calls as `limit()` allows through `layer` (key "slow"),
+/// each taking `latency` on `clock`; returns the limit after each round.
+async fn rounds(
+    layer: ConcurrencyLimitLayer,
+    clock: &ManualClock,
+    limit: impl Fn() -> u32,
+    in_flight: impl Fn() -> u32,
+    latencies: &[u64],
+) -> Vec<u32> {
+    let gate = Arc::new(Semaphore::new(0));
+    let service = ServiceBuilder::new().layer(layer).service_fn({
+        let gate = gate.clone();
+        move |_: Request<()>| {
+            let gate = gate.clone();
+            async move {
+                gate.acquire().await.unwrap().forget();
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("ok"))))
+            }
+        }
+    });
+    let mut limits = Vec::new();
+    for &ms in latencies {
+        let n = limit();
+        let calls: Vec<_> = (0..n)
+            .map(|_| {
+                let request = Request::builder().header("x-tenant", "slow").body(()).unwrap();
+                tokio::spawn(service.clone().oneshot(request))
+            })
+            .collect();
+        until(|| in_flight() == n).await;
+        clock.advance(Duration::from_millis(ms));
+        gate.add_permits(n as usize);
+        for call in calls {
+            assert_eq!(call.await.unwrap().unwrap().status(), StatusCode::OK);
+        }
+        limits.push(limit());
+    }
+    limits
+}
+
+#[tokio::test]
+async fn latency_is_a_signal_per_key_and_globally() {
+    // 30 windows at 10 ms, then 10 at 100 ms: Gradient2 holds its max, then falls.
+    let latencies: Vec<u64> = [10].repeat(30).into_iter().chain([100].repeat(10)).collect();
+    let clock = ManualClock::new();
+    let table = Arc::new(
+        KeyedAdaptiveConcurrency::<String, _>::gradient2_with_clock(1, 20, 20, clock.clone())
+            .unwrap(),
+    );
+    let layer = ConcurrencyLimitLayer::keyed_adaptive(table.clone(), tenant());
+    let slow = String::from("slow");
+    let limits =
+        rounds(layer, &clock, || table.limit(&slow), || table.in_flight(&slow), &latencies).await;
+    assert!(limits[..30].iter().all(|&l| l == 20), "steady latency: kept at max, {limits:?}");
+    assert!(limits[39] < 15, "ten times the latency: the limit falls, {limits:?}");
+    assert_eq!(table.limit(&"other".into()), 20, "another key is not touched");
+
+    // The same through the global adaptive layer.
+    let clock = ManualClock::new();
+    let global = Arc::new(
+        leakgate::AdaptiveConcurrency::gradient2_with_clock(1, 20, 20, clock.clone()).unwrap(),
+    );
+    let layer = ConcurrencyLimitLayer::adaptive(global.clone());
+    let limits = rounds(layer, &clock, || global.limit(), || global.in_flight(), &latencies).await;
+    assert!(limits[..30].iter().all(|&l| l == 20), "{limits:?}");
+    assert!(limits[39] < 15, "{limits:?}");
 }
