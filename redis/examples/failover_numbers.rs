@@ -50,11 +50,13 @@ fn main() {
         for wait in [false, true] {
             let r = case(lag, wait);
             println!(
-                "lag {lag:>5} ms (unreplicated {} ms), wait_for_replicas({}): {} keys on the lost \
+                "lag {lag:>5} ms (unreplicated {} ms, replica {} bytes behind before), \
+                 wait_for_replicas({}): {} keys on the lost \
                  master: over the quota by {} units in all, at most {} a key (bound {BURST}); keys \
                  on live masters over: {}; clock moved {} ms; {} decisions by Redis, {} by the \
                  failure policy",
                 r.unreplicated_ms,
+                r.behind_bytes,
                 u32::from(wait),
                 r.on_victim,
                 r.over_total,
@@ -71,6 +73,8 @@ fn main() {
 struct Report {
     /// From the cut to the master's death: the writes the replica never got.
     unreplicated_ms: u64,
+    /// How far the replica's acknowledged offset was behind the master's just before the cut.
+    behind_bytes: u64,
     on_victim: usize,
     over_total: u64,
     over_max: u64,
@@ -112,6 +116,7 @@ fn case(lag_ms: u64, wait: bool) -> Report {
     }
     std::thread::sleep(Duration::from_millis(200));
     let cut_at = Instant::now();
+    let behind_bytes = replica_behind(&cluster, victim);
     if lag_ms > 0 {
         cluster.nodes()[replica].pause();
         let cut: u64 = redis::cmd("CLIENT")
@@ -169,6 +174,7 @@ fn case(lag_ms: u64, wait: bool) -> Report {
     let s = lim.stats();
     Report {
         unreplicated_ms,
+        behind_bytes,
         on_victim: on_victim.iter().filter(|v| **v).count(),
         over_total,
         over_max,
@@ -191,6 +197,25 @@ fn replica_of(cluster: &Cluster, master: usize) -> usize {
             info.lines().any(|l| l.trim() == format!("master_port:{port}"))
         })
         .expect("the victim has a replica")
+}
+
+/// The master's replication offset less its replica's last acknowledged one (`INFO
+/// replication`: `master_repl_offset` and `slave0:...,offset=N,...`).
+fn replica_behind(cluster: &Cluster, master: usize) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut cluster.nodes()[master].connection())
+        .unwrap();
+    let field = |line: &str, name: &str| -> Option<u64> {
+        line.split([',', ':']).find_map(|kv| kv.strip_prefix(name)?.parse().ok())
+    };
+    let master_offset: u64 = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("master_repl_offset:")?.parse().ok())
+        .unwrap_or(0);
+    let replica_offset =
+        info.lines().filter(|l| l.starts_with("slave0:")).find_map(|l| field(l, "offset="));
+    master_offset.saturating_sub(replica_offset.unwrap_or(master_offset))
 }
 
 /// Moves `clock` 1 ms a ms (not while `frozen`) until `stop`; returns how far it moved, in ms.
