@@ -28,8 +28,9 @@ use tower_service::Service;
 ///   limit from the responses: a 5xx, a 429, an error or the layer's [`timeout`](Self::timeout)
 ///   is overload (`dropped`), any other response a success with its latency;
 /// * [`keyed_adaptive`](Self::keyed_adaptive): a [`KeyedAdaptiveConcurrency`], an adaptive limit
-///   per key learned from that key's responses alone, in a bounded table (past its bound a new
-///   key is refused with the same 503 while every key it holds has requests in flight).
+///   per key learned from that key's responses alone, in a bounded table (keys with nothing in
+///   flight make room; a new key that finds its part of the table full of keys with requests in
+///   flight is refused with the same 503).
 ///
 /// The permit is held until the inner service's response (its head) comes, and given back if the
 /// request is dropped first. Every service and clone the layer makes shares its limiter.
