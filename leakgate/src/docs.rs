@@ -173,6 +173,10 @@ pub mod concurrency {
 /// [`AdaptiveConcurrency`](crate::AdaptiveConcurrency) moves a concurrency limit with AIMD or
 /// Gradient2 (`src/adaptive/algorithm.rs` describes both), fed by how each permit ends;
 /// [`AdaptiveRate`](crate::AdaptiveRate) moves a rate the same way, honouring Retry-After.
+/// [`KeyedAdaptiveConcurrency`](crate::KeyedAdaptiveConcurrency) keeps one such limit per key
+/// (per tenant, per upstream host), each learning from its own key's permits alone, in a table
+/// of bounded size: an idle key keeps what it learned while there is room, and is forgotten
+/// (back to `initial`) when a new key needs its place.
 ///
 /// Below, both algorithms against a simulated server (`examples/adaptive/sim.rs`) that takes
 /// 100 calls at once, then 50 (round 200), 100 again (400), none for 20 rounds (600), then 100:

@@ -21,8 +21,9 @@
 //!   `rules-file`; counters through the `metrics` facade with the feature `metrics`.
 //! * **How many at once.** [`ConcurrencyLimiter`] bounds permits in flight (lock-free to take,
 //!   first come first served to wait for, released on drop), per key with
-//!   [`KeyedConcurrencyLimiter`]; [`AdaptiveConcurrency`] (AIMD, Gradient2) and [`AdaptiveRate`]
-//!   follow what the protected side can take; see [`docs::adaptive`].
+//!   [`KeyedConcurrencyLimiter`]; [`AdaptiveConcurrency`] (AIMD, Gradient2; per key
+//!   [`KeyedAdaptiveConcurrency`]) and [`AdaptiveRate`] follow what the protected side can take;
+//!   see [`docs::adaptive`].
 //! * **Packets.** Byte quotas (`"10 MB/s burst 64 KiB"`, `"1 Gbit/s"`: a packet of `L` bytes is
 //!   `check_n(L)`) and the colour meters of RFC 2697 and 2698 ([`SrTcm`], [`TrTcm`], per flow
 //!   [`KeyedSrTcm`], [`KeyedTrTcm`]), with caller time for packet loops; see [`docs::packets`].
@@ -249,7 +250,10 @@ mod rules;
 mod sync;
 
 #[cfg(feature = "std")]
-pub use adaptive::{AdaptiveConcurrency, AdaptivePermit, AdaptiveRate, OwnedAdaptivePermit};
+pub use adaptive::{
+    AdaptiveConcurrency, AdaptivePermit, AdaptiveRate, KeyedAdaptiveConcurrency,
+    OwnedAdaptivePermit,
+};
 pub use clock::Clock;
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, TscClock, COARSE_CLOCK_RESOLUTION};

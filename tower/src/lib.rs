@@ -14,8 +14,9 @@
 //!   clone share one limiter through an `Arc`, unlike tower's own `RateLimit`, which keeps its
 //!   state per clone (and axum clones services).
 //! * **How many at once, too.** [`ConcurrencyLimitLayer`] bounds the requests in the handlers at
-//!   once (globally, per key, or with an adaptive limit that learns from 5xx, 429s, timeouts and
-//!   latency) and refuses the rest at once with 503 and `Retry-After`.
+//!   once (globally or per key, fixed or with an adaptive limit that learns from 5xx, 429s,
+//!   timeouts and latency: per key, each key its own) and refuses the rest at once with 503 and
+//!   `Retry-After`.
 //! * **Refused requests never reach the handler.** They get `429 Too Many Requests` with
 //!   `Retry-After` (whole seconds, rounded up) and, optionally, an `application/problem+json`
 //!   body; or whatever response [`RateLimitLayer::on_refusal`] makes of each [`Refusal`].

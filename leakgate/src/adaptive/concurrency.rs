@@ -154,7 +154,7 @@ impl<C: Clock> AdaptiveConcurrency<C> {
         Self::build(Algorithm::Gradient2(Gradient2::default()), min, initial, max, clock)
     }
 
-    fn build(
+    pub(super) fn build(
         algorithm: Algorithm,
         min: u32,
         initial: u32,

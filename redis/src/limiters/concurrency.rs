@@ -4,6 +4,7 @@
 use crate::connection::builder::Builder;
 use crate::connection::client::Client;
 use crate::error::Error;
+use crate::limiters::permit::RedisPermit;
 use crate::limiters::token::new_token;
 use std::fmt;
 use std::sync::Arc;
@@ -39,8 +40,9 @@ pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 /// use std::time::Duration;
 /// let permits = AsyncRedisConcurrency::connect("redis://127.0.0.1:6379/").await?;
 /// match permits.try_acquire(b"partner-api", 5, Duration::from_secs(30)).await? {
-///     Ok(permit) => {
-///         // call the partner, renewing the permit if it takes longer than its TTL
+///     Ok(mut permit) => {
+///         permit.keep_alive()?; // renewed every 10 s while held: the call may take longer
+///         // call the partner; `permit.lost()` resolves if the permit could not be kept
 ///         permit.release().await?;
 ///     }
 ///     Err(busy) => println!("{} in flight; retry in {:?}", busy.in_flight, busy.retry_after),
@@ -52,7 +54,7 @@ pub struct AsyncRedisConcurrency {
     shared: Arc<Shared>,
 }
 
-struct Shared {
+pub(super) struct Shared {
     client: Client,
     script: redis::Script,
     /// `prefix + "permits1:"`.
@@ -69,27 +71,6 @@ pub struct Busy {
     pub retry_after: Duration,
 }
 
-/// A permit held in Redis. Dropping it releases it in the background (when dropped inside a
-/// tokio runtime; otherwise it returns when its TTL passes); [`release`](Self::release) releases
-/// it and says whether it was still held; [`renew`](Self::renew) extends it by its TTL.
-///
-/// ```no_run
-/// # async fn f(p: leakgate_redis::AsyncRedisConcurrency) -> Result<(), Box<dyn std::error::Error>> {
-/// let permit = p.try_acquire(b"gpu", 2, std::time::Duration::from_secs(10)).await?.unwrap();
-/// assert_eq!(permit.token().len(), 32);
-/// assert!(permit.renew().await?);
-/// # Ok(()) }
-/// ```
-pub struct RedisPermit {
-    shared: Arc<Shared>,
-    key: Vec<u8>,
-    token: String,
-    ttl: Duration,
-    in_flight: u64,
-    /// `false` once released or handed over as a token: dropping it then does nothing.
-    armed: bool,
-}
-
 impl AsyncRedisConcurrency {
     /// Connects with every default (see [`Builder`]).
     ///
@@ -100,6 +81,22 @@ impl AsyncRedisConcurrency {
     /// ```
     pub async fn connect(url: &str) -> Result<AsyncRedisConcurrency, Error> {
         Builder::new(url).connect_concurrency_async().await
+    }
+
+    /// Connects to a Redis Cluster through `seeds` (any of its nodes) with every default:
+    /// [`Builder::cluster`] then [`Builder::connect_concurrency_async`]. Each key's permits live
+    /// in one slot, so everything here (background renewal included) works as on one node.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let seeds = ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
+    /// let p = leakgate_redis::AsyncRedisConcurrency::connect_cluster(&seeds).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<AsyncRedisConcurrency, Error> {
+        Builder::cluster(seeds).connect_concurrency_async().await
     }
 
     async fn from_builder(b: Builder) -> Result<AsyncRedisConcurrency, Error> {
@@ -139,12 +136,13 @@ impl AsyncRedisConcurrency {
         let key = self.redis_key(key);
         let (max_s, ttl_s) = (max.to_string(), ttl_ms.to_string());
         let args: [&[u8]; 4] = [b"a", token.as_bytes(), max_s.as_bytes(), ttl_s.as_bytes()];
+        let sent = std::time::Instant::now();
         let value = self.shared.client.eval_on(&self.shared.script, &key, &args).await?;
         let (got, in_flight, retry_ms): (u64, u64, i64) = redis::from_redis_value(value)
             .map_err(|e| Error::Rejected(format!("unexpected reply to acquire: {e}")))?;
         if got == 1 {
             let shared = Arc::clone(&self.shared);
-            Ok(Ok(RedisPermit { shared, key, token, ttl, in_flight, armed: true }))
+            Ok(Ok(RedisPermit::new(shared, key, token, ttl, in_flight, sent)))
         } else {
             let retry_after = Duration::from_millis(u64::try_from(retry_ms).unwrap_or(0));
             Ok(Err(Busy { in_flight, retry_after }))
@@ -214,7 +212,7 @@ impl fmt::Debug for AsyncRedisConcurrency {
 }
 
 /// `ttl` in whole ms, if it is a TTL the script takes.
-fn check_ttl(ttl: Duration) -> Result<u64, Error> {
+pub(super) fn check_ttl(ttl: Duration) -> Result<u64, Error> {
     let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
     if ms == 0 || ttl > MAX_TTL {
         return Err(Error::InvalidRequest("ttl must be between 1 ms and 2^32 - 1 ms"));
@@ -223,7 +221,7 @@ fn check_ttl(ttl: Duration) -> Result<u64, Error> {
 }
 
 /// Renews (`b"r"`) or releases (`b"x"`) `token` of the set `key`.
-async fn op(
+pub(super) async fn op(
     shared: &Shared,
     key: &[u8],
     what: &[u8],
@@ -236,100 +234,6 @@ async fn op(
     let n: u64 = redis::from_redis_value(value)
         .map_err(|e| Error::Rejected(format!("unexpected reply: {e}")))?;
     Ok(n == 1)
-}
-
-impl RedisPermit {
-    /// The permit's token (32 hex digits).
-    ///
-    /// ```no_run
-    /// # async fn f(p: leakgate_redis::AsyncRedisConcurrency) -> Result<(), Box<dyn std::error::Error>> {
-    /// let permit = p.try_acquire(b"k", 1, std::time::Duration::from_secs(1)).await?.unwrap();
-    /// println!("{}", permit.token());
-    /// # Ok(()) }
-    /// ```
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
-    /// Permits of the key held just after this one was taken (this one included).
-    ///
-    /// ```no_run
-    /// # async fn f(p: leakgate_redis::AsyncRedisConcurrency) -> Result<(), Box<dyn std::error::Error>> {
-    /// let permit = p.try_acquire(b"k", 4, std::time::Duration::from_secs(1)).await?.unwrap();
-    /// assert!(permit.in_flight() >= 1);
-    /// # Ok(()) }
-    /// ```
-    pub fn in_flight(&self) -> u64 {
-        self.in_flight
-    }
-
-    /// Extends the permit to its TTL from now: `true` if it was still held (`false`: it expired
-    /// and may have been given to another holder).
-    ///
-    /// ```no_run
-    /// # async fn f(p: leakgate_redis::AsyncRedisConcurrency) -> Result<(), Box<dyn std::error::Error>> {
-    /// let permit = p.try_acquire(b"k", 1, std::time::Duration::from_secs(1)).await?.unwrap();
-    /// assert!(permit.renew().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn renew(&self) -> Result<bool, Error> {
-        let ttl_ms = check_ttl(self.ttl)?;
-        op(&self.shared, &self.key, b"r", &self.token, ttl_ms).await
-    }
-
-    /// Releases the permit: `true` if it was still held.
-    ///
-    /// ```no_run
-    /// # async fn f(p: leakgate_redis::AsyncRedisConcurrency) -> Result<(), Box<dyn std::error::Error>> {
-    /// let permit = p.try_acquire(b"k", 1, std::time::Duration::from_secs(1)).await?.unwrap();
-    /// assert!(permit.release().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn release(mut self) -> Result<bool, Error> {
-        self.armed = false;
-        op(&self.shared, &self.key, b"x", &self.token, 0).await
-    }
-
-    /// Gives up the guard and returns the token: the permit stays held until
-    /// [`AsyncRedisConcurrency::release_token`] or its TTL.
-    ///
-    /// ```no_run
-    /// # async fn f(p: leakgate_redis::AsyncRedisConcurrency) -> Result<(), Box<dyn std::error::Error>> {
-    /// let permit = p.try_acquire(b"k", 1, std::time::Duration::from_secs(1)).await?.unwrap();
-    /// let token: String = permit.into_token();
-    /// # Ok(()) }
-    /// ```
-    pub fn into_token(mut self) -> String {
-        self.armed = false;
-        std::mem::take(&mut self.token)
-    }
-}
-
-impl Drop for RedisPermit {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        // Without a runtime the TTL returns it.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let shared = Arc::clone(&self.shared);
-            let key = std::mem::take(&mut self.key);
-            let token = std::mem::take(&mut self.token);
-            rt.spawn(async move {
-                // A failure leaves the permit to its TTL.
-                let _ = op(&shared, &key, b"x", &token, 0).await;
-            });
-        }
-    }
-}
-
-impl fmt::Debug for RedisPermit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisPermit")
-            .field("key", &String::from_utf8_lossy(&self.key))
-            .field("ttl", &self.ttl)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Builder {

@@ -5,8 +5,9 @@
 //! * `lease_config`, `lease_table` and `lease_check`: leases for hot keys (the settings, the local table,
 //!   and the limiter's use of them);
 //! * `reservation`: queue mode's answer;
-//! * `concurrency` and `token`: permits held as leases
-//!   ([`AsyncRedisConcurrency`](crate::AsyncRedisConcurrency));
+//! * `concurrency`, `permit` and `token`: permits held as leases
+//!   ([`AsyncRedisConcurrency`](crate::AsyncRedisConcurrency)), each a
+//!   [`RedisPermit`](crate::RedisPermit) that can renew itself in the background;
 //! * `cell`: redis-cell's bucket ([`AsyncRedisCell`](crate::AsyncRedisCell));
 //! * `rules`: rules by key path.
 
@@ -17,6 +18,7 @@ mod lease_check;
 pub(crate) mod lease_config;
 pub(crate) mod lease_table;
 pub(crate) mod limiter;
+pub(crate) mod permit;
 pub(crate) mod reservation;
 pub(crate) mod rules;
 pub(crate) mod token;

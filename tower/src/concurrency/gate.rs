@@ -4,8 +4,8 @@
 use crate::key::{KeyError, KeyExtractor};
 use http::request::Parts;
 use leakgate::{
-    AdaptiveConcurrency, Clock, ConcurrencyLimiter, KeyedConcurrencyLimiter, OwnedAdaptivePermit,
-    OwnedKeyedPermit, OwnedPermit,
+    AdaptiveConcurrency, Clock, ConcurrencyLimiter, KeyedAdaptiveConcurrency,
+    KeyedConcurrencyLimiter, OwnedAdaptivePermit, OwnedKeyedPermit, OwnedPermit,
 };
 use std::sync::Arc;
 
@@ -85,5 +85,20 @@ pub(crate) struct AdaptiveGate<C: Clock>(pub(crate) Arc<AdaptiveConcurrency<C>>)
 impl<C: Clock + 'static> Gate for AdaptiveGate<C> {
     fn admit(&self, _: &Parts) -> Admission {
         admitted(self.0.try_acquire_owned())
+    }
+}
+
+/// An adaptive limit per key.
+pub(crate) struct KeyedAdaptiveGate<E: KeyExtractor, C: Clock> {
+    pub(crate) limiter: Arc<KeyedAdaptiveConcurrency<E::Key, C>>,
+    pub(crate) extractor: E,
+}
+
+impl<E: KeyExtractor, C: Clock + Clone + 'static> Gate for KeyedAdaptiveGate<E, C> {
+    fn admit(&self, parts: &Parts) -> Admission {
+        match self.extractor.extract(parts) {
+            Ok(key) => admitted(self.limiter.try_acquire(&key)),
+            Err(e) => Admission::NoKey(e),
+        }
     }
 }

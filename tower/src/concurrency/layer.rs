@@ -1,12 +1,15 @@
 //! [`ConcurrencyLimitLayer`] and its service [`ConcurrencyLimit`].
 
 use super::future::ConcurrencyFuture;
-use super::gate::{AdaptiveGate, Admission, Gate, GlobalGate, KeyedGate};
+use super::gate::{AdaptiveGate, Admission, Gate, GlobalGate, KeyedAdaptiveGate, KeyedGate};
 use crate::body::RefusalBody;
 use crate::key::{KeyErrorKind, KeyExtractor};
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use leakgate::{AdaptiveConcurrency, Clock, ConcurrencyLimiter, KeyedConcurrencyLimiter};
+use leakgate::{
+    AdaptiveConcurrency, Clock, ConcurrencyLimiter, KeyedAdaptiveConcurrency,
+    KeyedConcurrencyLimiter,
+};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -23,7 +26,11 @@ use tower_service::Service;
 ///   the extractor exempts passes unlimited);
 /// * [`adaptive`](Self::adaptive): an [`AdaptiveConcurrency`] (AIMD or Gradient2) that learns the
 ///   limit from the responses: a 5xx, a 429, an error or the layer's [`timeout`](Self::timeout)
-///   is overload (`dropped`), any other response a success with its latency.
+///   is overload (`dropped`), any other response a success with its latency;
+/// * [`keyed_adaptive`](Self::keyed_adaptive): a [`KeyedAdaptiveConcurrency`], an adaptive limit
+///   per key learned from that key's responses alone, in a bounded table (keys with nothing in
+///   flight make room; a new key that finds its part of the table full of keys with requests in
+///   flight is refused with the same 503).
 ///
 /// The permit is held until the inner service's response (its head) comes, and given back if the
 /// request is dropped first. Every service and clone the layer makes shares its limiter.
@@ -111,6 +118,31 @@ impl ConcurrencyLimitLayer {
     /// ```
     pub fn adaptive<C: Clock + 'static>(limiter: impl Into<Arc<AdaptiveConcurrency<C>>>) -> Self {
         Self::with_gate(Arc::new(AdaptiveGate(limiter.into())))
+    }
+
+    /// An adaptive limit per key, each fed by its own key's responses as
+    /// [`adaptive`](Self::adaptive) is: a tenant whose requests time out or fail with 5xx backs
+    /// off alone. A request without a key gets a 400; one the extractor exempts passes unlimited.
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use leakgate::KeyedAdaptiveConcurrency;
+    /// use leakgate_tower::{ConcurrencyLimitLayer, HeaderKey};
+    /// use std::time::Duration;
+    ///
+    /// // Per tenant: between 2 and 64 at once, starting at 8, for up to 50 000 tenants.
+    /// let per_tenant = KeyedAdaptiveConcurrency::aimd(2, 8, 64)?.with_capacity(50_000);
+    /// let tenant = HeaderKey::new(http::HeaderName::from_static("x-tenant"));
+    /// let app: Router = Router::new().route("/", get(|| async { "hello" })).layer(
+    ///     ConcurrencyLimitLayer::keyed_adaptive(per_tenant, tenant).timeout(Duration::from_secs(5)),
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyed_adaptive<E: KeyExtractor, C: Clock + Clone + 'static>(
+        limiter: impl Into<Arc<KeyedAdaptiveConcurrency<E::Key, C>>>,
+        extractor: E,
+    ) -> Self {
+        Self::with_gate(Arc::new(KeyedAdaptiveGate { limiter: limiter.into(), extractor }))
     }
 
     /// The `Retry-After` of a refusal, in whole seconds rounded up (1 s by default).
