@@ -64,7 +64,8 @@ pub(crate) async fn call(
     call: &Call<'_>,
     budget: Duration,
 ) -> Result<Reply, Error> {
-    if call.keep != Keep::Plain || call.max_wait_ns > 0 || call.lease_want > 0 {
+    if !matches!(call.keep, Keep::Plain | Keep::Rules) || call.max_wait_ns > 0 || call.lease_want > 0
+    {
         return Err(Error::InvalidRequest(CROSS_SLOT));
     }
     let started = Instant::now();
@@ -87,7 +88,7 @@ pub(crate) async fn call(
                 rates: key.rates,
                 times_named: key.times_named,
                 group: key.group,
-                origins: Vec::new(),
+                origins: key.origins.clone(),
             })
             .collect()
         })
@@ -103,7 +104,7 @@ pub(crate) async fn call(
             known_tat: &[],
             write: call.write,
             expiry_slack_ms: call.expiry_slack_ms,
-            keep: Keep::Plain,
+            keep: call.keep,
         })
         .collect();
     let give_up = client.give_up_us(budget);
