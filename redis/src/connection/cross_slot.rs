@@ -64,7 +64,9 @@ pub(crate) async fn call(
     call: &Call<'_>,
     budget: Duration,
 ) -> Result<Reply, Error> {
-    if !matches!(call.keep, Keep::Plain | Keep::Rules) || call.max_wait_ns > 0 || call.lease_want > 0
+    if !matches!(call.keep, Keep::Plain | Keep::Rules)
+        || call.max_wait_ns > 0
+        || call.lease_want > 0
     {
         return Err(Error::InvalidRequest(CROSS_SLOT));
     }
