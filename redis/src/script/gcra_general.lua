@@ -113,9 +113,9 @@ local dirty = {}
 -- bucket x; HS[i]: key i's live holds as stored; A: each bucket's TAT without the live holds
 -- (what is stored), while S counts them (what decides).
 -- HT: each plain bucket's stored TAT (0 if none; not raised to now), which a commit charges; a
--- rule bucket's, or its carried TAT where it was carried or an origin was fuller (those are at
--- least now). HR[i]: key i's holds as stored, read after its buckets.
-local HC, HS, A, HT, HR = {}, {}, {}, {}, {}
+-- rule bucket's only if its key has holds (else what is stored is S, raised to now, as before),
+-- or its carried TAT where it was carried or an origin was fuller (those are at least now).
+local HC, HS, A, HT = {}, {}, {}, {}
 
 -- A rule bucket's TAT (am, al, in units of Do), carried to quota j as of now: its new TAT.
 local function carried(am, al, Do, tm, tl, um, ul, j)
@@ -208,10 +208,11 @@ for i = 1, k do
       if list == nil or #list == 0 then return bad(K[i]) end
       if #list ~= C[i] then dirty[i] = true end
     end
-    local kept = list ~= nil and #list == C[i]
-    for b = 1, C[i] do
-      local s, o = list and list[b], 7 * (J[F[i] + b - 1] - 1)
-      if s and not (s[5] == Q[o + 1] and s[6] == Q[o + 3] and s[7] == Q[o + 4] and s[8] == Q[o + 5] and s[9] == Q[o + 6]) then
+    -- Whether the held buckets are kept in the call's quotas (only asked of a key with holds).
+    local kept = holds ~= nil and #list == C[i]
+    for b = 1, kept and C[i] or 0 do
+      local s, o = list[b], 7 * (J[F[i] + b - 1] - 1)
+      if not (s[5] == Q[o + 1] and s[6] == Q[o + 3] and s[7] == Q[o + 4] and s[8] == Q[o + 5] and s[9] == Q[o + 6]) then
         kept = false
       end
     end
@@ -245,7 +246,8 @@ for i = 1, k do
       local j = J[x]
       local o = 7 * (j - 1)
       local tm, tl = now_ms, Q[o + 7]
-      -- The stored TAT, not raised to now (a hold committed later is charged at its own time).
+      -- With holds, the stored TAT is kept as it is, not raised to now (a hold committed later
+      -- is charged at its own time; without holds now, a later hold's time is at least now).
       local hm, hl = 0, 0
       local s = list and list[b]
       if s then
@@ -259,7 +261,7 @@ for i = 1, k do
         end
       end
       S[2 * x - 1], S[2 * x] = tm, tl
-      HT[2 * x - 1], HT[2 * x] = hm, hl
+      if holds then HT[2 * x - 1], HT[2 * x] = hm, hl end
     end
     if holds and not read_holds(i, holds) then return bad(K[i]) end
     -- The key's buckets under the paths earlier rules gave it: each unmarked one (written by a
@@ -295,7 +297,7 @@ for i = 1, k do
             local x, s = F[i] + b - 1, found[b]
             local tm, tl = carried(s[3], s[4], s[5], s[6], s[7], s[8], s[9], J[x])
             if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
-            if lt(HT[2 * x - 1], HT[2 * x], tm, tl) then HT[2 * x - 1], HT[2 * x] = tm, tl end
+            if HT[2 * x - 1] ~= nil and lt(HT[2 * x - 1], HT[2 * x], tm, tl) then HT[2 * x - 1], HT[2 * x] = tm, tl end
           end
           dirty[i] = true
         end
