@@ -143,56 +143,60 @@ local function rule_buckets(raw, pos)
   return list
 end
 
--- Key i's holds as stored (its buckets read into S and HT, in the call's quotas): its caller's
--- own committed or dropped, every expired one committed, the live ones counted in HC and kept
--- in HS[i]. False if one is not a hold of this key.
-local function read_holds(i, holds)
-  local kept = ''
-  for h in string.gmatch(holds, '[^;]+') do
-    local f = {}
-    for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
-    if #f ~= 4 + 2 * C[i] or not string.match(f[1], '^%x+$') then return false end
-    for e = 2, #f do
-      f[e] = num(f[e])
-      -- Times and costs within the pairs' range (see gcra_carry.lua); the expiry is µs.
-      if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) then return false end
-    end
-    local mine = f[1] == hold_id
-    if mine and op == 'x' then
-      -- Released by its caller, who was not admitted: dropped, even past its expiry.
-      dirty[i] = true
-    elseif f[4] <= redis_us or (mine and op == 'c') then
-      -- Committed: the charge at the hold's time, TAT := max(TAT, t) + c, after every
-      -- charge stored (never less than the charges in the order of their times: see
-      -- connection/cross_slot.rs in leakgate-redis).
-      for b = 1, C[i] do
-        local x = F[i] + b - 1
-        local o = 7 * (J[x] - 1)
-        local L, tm, tl = Q[o + 2], f[2], f[3] * Q[o + 1]
-        if f[3] >= 1000000 or f[4 + 2 * b] >= L then return false end
-        if HT[2 * x - 1] ~= nil and lt(tm, tl, HT[2 * x - 1], HT[2 * x]) then tm, tl = HT[2 * x - 1], HT[2 * x] end
-        tm, tl = add(tm, tl, f[3 + 2 * b], f[4 + 2 * b], L)
-        HT[2 * x - 1], HT[2 * x] = tm, tl
-        if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
-      end
-      dirty[i] = true
-    else
-      kept = kept .. ';' .. h
-      for b = 1, C[i] do
-        local x = F[i] + b - 1
-        local L = Q[7 * (J[x] - 1) + 2]
-        if f[4 + 2 * b] >= L then return false end
-        HC[2 * x - 1], HC[2 * x] = add(HC[2 * x - 1] or 0, HC[2 * x] or 0, f[3 + 2 * b], f[4 + 2 * b], L)
-      end
-    end
-  end
-  HS[i] = kept
-  return true
-end
+local read_holds
 
 for i = 1, k do
   local raw = redis.call('GET', KEYS[K[i]])
   if raw == '' then return bad(K[i]) end
+  -- Made only for a call that meets a hold (a script pays for every function it makes).
+  if read_holds == nil and raw and not tat and string.find(raw, ';', 1, true) then
+    -- Key i's holds as stored (its buckets read into S and HT, in the call's quotas): its caller's
+    -- own committed or dropped, every expired one committed, the live ones counted in HC and kept
+    -- in HS[i]. False if one is not a hold of this key.
+    read_holds = function(i, holds)
+      local kept = ''
+      for h in string.gmatch(holds, '[^;]+') do
+        local f = {}
+        for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
+        if #f ~= 4 + 2 * C[i] or not string.match(f[1], '^%x+$') then return false end
+        for e = 2, #f do
+          f[e] = num(f[e])
+          -- Times and costs within the pairs' range (see gcra_carry.lua); the expiry is µs.
+          if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) then return false end
+        end
+        local mine = f[1] == hold_id
+        if mine and op == 'x' then
+          -- Released by its caller, who was not admitted: dropped, even past its expiry.
+          dirty[i] = true
+        elseif f[4] <= redis_us or (mine and op == 'c') then
+          -- Committed: the charge at the hold's time, TAT := max(TAT, t) + c, after every
+          -- charge stored (never less than the charges in the order of their times: see
+          -- connection/cross_slot.rs in leakgate-redis).
+          for b = 1, C[i] do
+            local x = F[i] + b - 1
+            local o = 7 * (J[x] - 1)
+            local L, tm, tl = Q[o + 2], f[2], f[3] * Q[o + 1]
+            if f[3] >= 1000000 or f[4 + 2 * b] >= L then return false end
+            if HT[2 * x - 1] ~= nil and lt(tm, tl, HT[2 * x - 1], HT[2 * x]) then tm, tl = HT[2 * x - 1], HT[2 * x] end
+            tm, tl = add(tm, tl, f[3 + 2 * b], f[4 + 2 * b], L)
+            HT[2 * x - 1], HT[2 * x] = tm, tl
+            if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
+          end
+          dirty[i] = true
+        else
+          kept = kept .. ';' .. h
+          for b = 1, C[i] do
+            local x = F[i] + b - 1
+            local L = Q[7 * (J[x] - 1) + 2]
+            if f[4 + 2 * b] >= L then return false end
+            HC[2 * x - 1], HC[2 * x] = add(HC[2 * x - 1] or 0, HC[2 * x] or 0, f[3 + 2 * b], f[4 + 2 * b], L)
+          end
+        end
+      end
+      HS[i] = kept
+      return true
+    end
+  end
   if rules then
     -- Each bucket kept in its quota is read as it is; one kept in another quota (or written by
     -- script version 2) is carried over to its quota now; a quota the stored buckets lack
