@@ -313,3 +313,53 @@ proptest! {
         }
     }
 }
+
+/// A rule bucket of `units` charged at the start, in units of 1/`d` ns, then `holds` (each
+/// `(id, units)`, held at the start, never expiring), with costs in the same units.
+fn held(units: u64, d: u64, holds: &[(&str, u64)]) -> String {
+    let l = d * 1_000_000;
+    let tat = (START_NS + units * T_NS) * d;
+    let mut value = format!("{}:{}@{}", tat / l, tat % l, rule_quota(d));
+    for (id, n) in holds {
+        let c = n * T_NS * d;
+        let t = START_NS;
+        value += &format!(";{id}/{}/{}/{NEVER}/{}/{}", t / 1_000_000, t % 1_000_000, c / l, c % l);
+    }
+    value
+}
+
+#[test]
+fn holds_on_a_rule_key_whose_quota_changed_are_committed_and_an_origins_holds_count() {
+    let server = RedisServer::start();
+    let mut con = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let set = |con: &mut redis::Connection, k: &str, v: String| {
+        redis::cmd("SET").arg(k).arg(v).query::<()>(con).unwrap();
+    };
+    let get = |con: &mut redis::Connection, k: &str| -> String {
+        redis::cmd("GET").arg(k).query(con).unwrap()
+    };
+    let (a, b) = ("0000000000000000000000000000000a", "0000000000000000000000000000000b");
+    // A key kept in other units (as after a reload) with a live hold of 3 units: the hold is
+    // committed before the carry-over, so one unit is left, and a release after it leaves the
+    // charge (against the caller: never more admitted).
+    set(&mut con, "ya", held(0, 2, &[(a, 3)]));
+    assert!(run(&mut con, true, "ya", START_NS, 1, "1", "", 0), "3 held + 1 <= burst 4");
+    assert!(!run(&mut con, true, "ya", START_NS, 1, "1", "", 0), "the held units were charged");
+    run(&mut con, true, "ya", START_NS, 0, "x", a, 0);
+    assert_eq!(stored(&mut con, "ya"), (START_NS + 4 * T_NS, false));
+    // The caller's own release there drops its hold: nothing charged.
+    set(&mut con, "yb", held(1, 2, &[(a, 2), (b, 1)]));
+    run(&mut con, true, "yb", START_NS, 0, "x", b, 0);
+    assert_eq!(stored(&mut con, "yb"), (START_NS + 3 * T_NS, false));
+    // Holds on an origin (a server still on the old rules) count here as charged, and stay
+    // there for that server, behind the marked copy.
+    set(&mut con, &origin("yc"), held(1, 1, &[(a, 2)]));
+    assert!(!run(&mut con, true, "yc", START_NS, 2, "1", "", 0), "1 + 2 held + 2 > 4");
+    assert!(run(&mut con, true, "yc", START_NS, 1, "1", "", 0), "counted once, not at each read");
+    assert!(!run(&mut con, true, "yc", START_NS, 1, "1", "", 0));
+    let copy = get(&mut con, &origin("yc"));
+    assert!(
+        copy.starts_with('~') && copy.ends_with(&held(0, 1, &[(a, 2)])[held(0, 1, &[]).len()..]),
+        "{copy}"
+    );
+}

@@ -52,7 +52,8 @@
 //! while holds were on it has them committed at once, in the quota they were held in, before
 //! its buckets are carried over (a hold released after that leaves its charge); and holds on an
 //! origin (the key under an earlier rule's path, held by a server still on those rules) are kept
-//! there for that server and counted by this key as charged now. Each slot's part brings its
+//! there for that server and counted by this key as charged when it takes the origin in (once:
+//! a hold released there later leaves its charge here). Each slot's part brings its
 //! keys' origins in that slot, as a single-slot call does.
 //!
 //! Checks only: a cross-slot reservation (`max_wait`) or lease is refused as before

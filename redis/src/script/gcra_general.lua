@@ -277,14 +277,15 @@ for i = 1, k do
       if raw2 == '' then return bad(origin[1]) end
       if raw2 then
         -- Holds there (a cross-slot call of a server on those rules) are kept there for it, and
-        -- counted here as charged now, on top of the origin's buckets, whether marked or not.
+        -- counted here as charged now, on top of an unmarked origin's buckets. A marked one's
+        -- were counted when it was taken in (the copy is this key's state since): not again.
         local cut, oh = string.find(raw2, ';', 1, true), nil
         if cut then raw2, oh = string.sub(raw2, 1, cut - 1), string.sub(raw2, cut + 1) end
         local marked = string.sub(raw2, 1, 1) == '~'
         local found = rule_buckets(raw2, marked and 2 or 1)
         if found == nil or #found == 0 then return bad(origin[1]) end
         origin.raw, origin.found, origin.holds = raw2, found, oh
-        for h in string.gmatch(oh or '', '[^;]+') do
+        for h in string.gmatch(not marked and oh or '', '[^;]+') do
           local f = {}
           for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
           if #f < 6 or #f % 2 ~= 0 or not string.match(f[1], '^%x+$') then return bad(origin[1]) end
@@ -296,7 +297,7 @@ for i = 1, k do
             s[3], s[4] = add(s[3], s[4], c, d, Lo)
           end
         end
-        if not marked or oh then
+        if not marked then
           for b = 1, math.min(#found, C[i]) do
             local x, s = F[i] + b - 1, found[b]
             local tm, tl = carried(s[3], s[4], s[5], s[6], s[7], s[8], s[9], J[x])
