@@ -207,18 +207,6 @@ fn the_shorthands_connect_to_a_cluster() {
 }
 
 #[test]
-fn rule_keys_in_different_slots_are_refused_whole_and_charge_nothing() {
-    // (A plain limiter decides such a call all or nothing: cluster_cross_slot.rs.)
-    let cluster = Cluster::start();
-    let clock = support::epoch();
-    let rules = rules_limiter(Builder::cluster(cluster.seeds()), &clock);
-    let err = rules.try_check_all_n(&["api/a", "tenant/b"], 1).unwrap_err();
-    assert!(err.to_string().contains("hash slot"), "{err}");
-    assert!(cluster.keys("*").is_empty(), "nothing charged");
-    assert!(rules.try_check_all_n(&["api/{a}", "tenant/{a}"], 1).unwrap().is_ok());
-}
-
-#[test]
 fn a_reload_that_moves_keys_to_another_slot_keeps_them_decidable() {
     let cluster = Cluster::start();
     let clock = support::epoch();

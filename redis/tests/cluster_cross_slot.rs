@@ -2,12 +2,13 @@
 //! nothing (holds: reserve on every slot, then commit or release; see `connection/cross_slot.rs`):
 //! a refused call charges nothing anywhere, and under contention from several clients, on a
 //! frozen manual clock, no key admits more than its burst and every key's state is exactly the
-//! units admitted on it (no charge left behind a refusal, no hold left).
+//! units admitted on it (no charge left behind a refusal, no hold left). The same for a rules
+//! limiter (rule buckets, a shadow rule, a reload that carries buckets over).
 
 mod support;
 
-use leakgate::ManualClock;
-use leakgate_redis::{Builder, RedisLimiter};
+use leakgate::{ManualClock, Rules};
+use leakgate_redis::{Builder, RedisLimiter, RedisRuleLimiter};
 use leakgate_test_support::Cluster;
 use std::time::Duration;
 
@@ -20,6 +21,33 @@ fn limiter(cluster: &Cluster, quota: &str, clock: &ManualClock) -> RedisLimiter 
         .expiry_slack(Duration::from_secs(3600))
         .connect()
         .expect("a limiter")
+}
+
+/// A rules limiter on the cluster, on the caller's `clock`.
+fn rules_limiter(cluster: &Cluster, rules: Rules, clock: &ManualClock) -> RedisRuleLimiter {
+    Builder::cluster(cluster.seeds())
+        .caller_clock(clock.clone())
+        .deadline(Duration::from_secs(5))
+        .expiry_slack(Duration::from_secs(3600))
+        .connect_rules(rules)
+        .expect("a rules limiter")
+}
+
+/// Rules for the tests: `api` at `api_burst`, a shadow rule under it, and `tenant`.
+fn rules(api_burst: u64) -> Rules {
+    let mut rules = Rules::new();
+    rules.insert("api", [format!("1/h burst {api_burst}").parse().unwrap()]);
+    rules.insert("api/beta", ["1/h burst 1".parse().unwrap()]).shadow(true);
+    rules.insert("tenant", ["1/h burst 3".parse().unwrap(), "1/s burst 5".parse().unwrap()]);
+    rules
+}
+
+/// No key of the cluster holds a hold.
+fn no_hold_left(cluster: &Cluster) {
+    for key in cluster.keys("*") {
+        let value = get(cluster, &key);
+        assert!(!value.contains(';'), "a hold was left: {value}");
+    }
 }
 
 /// The value of `key` on the master that holds it.
@@ -153,4 +181,89 @@ fn a_frozen_master_fails_the_whole_call_by_its_deadline_and_leaves_no_charge() {
         assert!(!get(&cluster, &key).contains(';'), "a hold was left");
     }
     lim.check_all_n(&["a", "b"], 3).expect("both full again");
+}
+
+#[test]
+fn rule_keys_in_different_slots_are_all_or_nothing() {
+    let cluster = Cluster::start();
+    let clock = support::epoch();
+    let lim = rules_limiter(&cluster, rules(3), &clock);
+    let (a, t) = (lim.redis_key("api/a").unwrap(), lim.redis_key("tenant/d").unwrap());
+    assert_ne!(cluster.master_of(&a), cluster.master_of(&t));
+    let before = lim.stats().round_trips;
+    assert_eq!(lim.check_all_n(&["api/a", "tenant/d"], 1).unwrap().remaining(), 2);
+    assert_eq!(lim.stats().round_trips - before, 4, "reserve and commit on each slot");
+    lim.check_n("tenant/d", 2).unwrap();
+    // "tenant/d" is full: refused whole, "api/a" keeps its two units.
+    let refused = lim.check_all_n(&["api/a", "tenant/d"], 1).unwrap_err();
+    assert_eq!(refused.remaining(), 0);
+    assert_eq!(lim.peek("api/a").unwrap().remaining(), 2, "nothing charged on api/a");
+    // A shadow rule's key in another slot is charged beside the others and refuses nothing.
+    lim.check_all_n(&["api/beta/x", "tenant/c"], 1).unwrap();
+    lim.check_all_n(&["api/beta/x", "tenant/c"], 1).expect("the shadow rule refuses nothing");
+    // A reload that changes the quotas: the keys are carried over as they are read, holds and
+    // all (api's burst 3 to 5: a grow mints nothing at once, api/a keeps its two units).
+    lim.reload(rules(5)).unwrap();
+    lim.check_all_n(&["api/a", "tenant/e"], 1).unwrap();
+    assert_eq!(lim.peek("api/a").unwrap().remaining(), 1);
+    assert!(lim.check_all_n(&["api/a", "tenant/h"], 2).is_err());
+    assert_eq!(lim.peek("tenant/h").unwrap().remaining(), 3, "nothing charged on tenant/h");
+    no_hold_left(&cluster);
+}
+
+#[test]
+fn contending_cross_slot_rule_calls_never_admit_past_the_burst_nor_leave_a_charge() {
+    const KEYS: [&str; 6] = ["api/k0", "api/k1", "api/k2", "tenant/k3", "tenant/k4", "api/k5"];
+    const BURST: u64 = 30;
+    let cluster = Cluster::start();
+    let clock = support::epoch();
+    let mut r = Rules::new();
+    r.insert("api", [format!("1/h burst {BURST}").parse().unwrap()]);
+    r.insert(
+        "tenant",
+        [format!("1/h burst {BURST}").parse().unwrap(), "1/s burst 100".parse().unwrap()],
+    );
+    // Six clients on one frozen clock: each key admits at most its burst, and its state is
+    // exactly what it admitted.
+    let per_client: Vec<[u64; 6]> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6u64)
+            .map(|c| {
+                let lim = rules_limiter(&cluster, r.clone(), &clock);
+                s.spawn(move || {
+                    let mut units = [0u64; 6];
+                    let mut x = 0x2545_f491_4f6c_dd1du64 ^ c;
+                    for _ in 0..60 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (i, j, n) =
+                            ((x % 6) as usize, ((x >> 8) % 6) as usize, 1 + (x >> 16) % 3);
+                        let keys: Vec<&str> = if x.is_multiple_of(4) {
+                            vec![KEYS[i]]
+                        } else {
+                            vec![KEYS[i], KEYS[j]]
+                        };
+                        if lim.check_all_n(&keys, n).is_ok() {
+                            for k in &keys {
+                                units[KEYS.iter().position(|x| x == k).unwrap()] += n;
+                            }
+                        }
+                    }
+                    units
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let lim = rules_limiter(&cluster, r, &clock);
+    let mut refused_somewhere = false;
+    for (k, key) in KEYS.iter().enumerate() {
+        let units: u64 = per_client.iter().map(|u| u[k]).sum();
+        assert!(units <= BURST, "{key} admitted {units} > {BURST}");
+        let left = lim.peek(key).unwrap().remaining();
+        assert_eq!(left, BURST - units, "{key}: the state is what was admitted");
+        refused_somewhere |= left < 3;
+    }
+    assert!(refused_somewhere, "the keys were never contended");
+    no_hold_left(&cluster);
 }

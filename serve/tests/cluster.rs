@@ -71,3 +71,25 @@ fn instances_on_a_cluster_share_each_key_list_every_master_and_follow_pushes() {
         }
     }
 }
+
+#[test]
+fn a_request_over_keys_in_several_slots_is_admitted_or_refused_whole() {
+    let cluster = Cluster::start();
+    let served = instance(&cluster, "view = \"1/h burst 3\"\n");
+    let mut s = raw(served.resp());
+    let on = |user: &str| cluster.master_of(format!("leakgate:gcra1@view:{user}").as_bytes());
+    assert_ne!(on("view/u0"), on("view/u1"), "two slots on two masters");
+    // Both keys charged, in two slots.
+    let reply = ask(&mut s, "LG.CHECKALL 1 view/u0 view/u1");
+    assert!(reply.starts_with("*5\r\n:0\r\n:2\r\n"), "{reply:?}");
+    assert!(ask(&mut s, "LG.CHECK view/u1 2").starts_with("*5\r\n:0\r\n:0\r\n"));
+    // view/u1 is full: refused whole, and view/u0 keeps its two units.
+    let reply = ask(&mut s, "LG.CHECKALL 1 view/u0 view/u1");
+    assert!(reply.starts_with("*5\r\n:1\r\n"), "{reply:?}");
+    assert!(ask(&mut s, "LG.CHECK view/u0 2").starts_with("*5\r\n:0\r\n:0\r\n"), "not charged");
+    for key in cluster.keys("*") {
+        let mut con = cluster.nodes()[cluster.master_of(&key)].connection();
+        let value: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        assert!(!value.contains(';'), "a hold was left: {value}");
+    }
+}

@@ -46,8 +46,18 @@
 //! reserved (a node went down) leaves its holds, which commit at their expiry: the call stays
 //! admitted.
 //!
-//! Plain buckets only, checks only: a cross-slot reservation (`max_wait`), lease or rules call is
-//! refused as before ([`CROSS_SLOT`]). Cost: two round trips (each phase in parallel on every
+//! **Rule buckets** (a rules limiter's keys) hold the same way, and every script that reads a
+//! rule bucket counts and commits its holds as above, so the same guarantee holds. Two cases are
+//! settled against the caller (never admitting more): a key whose quotas changed (a reload)
+//! while holds were on it has them committed at once, in the quota they were held in, before
+//! its buckets are carried over (a hold released after that leaves its charge); and holds on an
+//! origin (the key under an earlier rule's path, held by a server still on those rules) are kept
+//! there for that server and counted by this key as charged when it takes the origin in (once:
+//! a hold released there later leaves its charge here). Each slot's part brings its
+//! keys' origins in that slot, as a single-slot call does.
+//!
+//! Checks only: a cross-slot reservation (`max_wait`) or lease is refused as before
+//! ([`CROSS_SLOT`]). Cost: two round trips (each phase in parallel on every
 //! slot) instead of one; a single-slot call is unchanged.
 
 use crate::connection::client::Client;
@@ -64,7 +74,10 @@ pub(crate) async fn call(
     call: &Call<'_>,
     budget: Duration,
 ) -> Result<Reply, Error> {
-    if call.keep != Keep::Plain || call.max_wait_ns > 0 || call.lease_want > 0 {
+    if !matches!(call.keep, Keep::Plain | Keep::Rules)
+        || call.max_wait_ns > 0
+        || call.lease_want > 0
+    {
         return Err(Error::InvalidRequest(CROSS_SLOT));
     }
     let started = Instant::now();
@@ -87,7 +100,7 @@ pub(crate) async fn call(
                 rates: key.rates,
                 times_named: key.times_named,
                 group: key.group,
-                origins: Vec::new(),
+                origins: key.origins.clone(),
             })
             .collect()
         })
@@ -103,7 +116,7 @@ pub(crate) async fn call(
             known_tat: &[],
             write: call.write,
             expiry_slack_ms: call.expiry_slack_ms,
-            keep: Keep::Plain,
+            keep: call.keep,
         })
         .collect();
     let give_up = client.give_up_us(budget);

@@ -17,7 +17,7 @@
 -- ARGV[6]    extra units to lease after an admission (0: none; only with one plain key)
 -- ARGV[7]    ms added to each key's time to live beyond the moment its buckets are empty
 -- ARGV[8]    "1": charge the cost if it conforms; "0": a peek, nothing is charged; a phase of a
---            call over several Redis Cluster slots (plain buckets only; see gcra_general.lua):
+--            call over several Redis Cluster slots (plain or rule buckets; see gcra_general.lua):
 --            "r" reserve (conforms: a hold is recorded, nothing charged), "c" commit the hold
 --            (charge it), "x" release it (nothing charged); then ARGV[#ARGV - 1] is the call's
 --            id and ARGV[#ARGV] its hold's expiry on Redis's clock (µs)
@@ -29,6 +29,7 @@
 --                is kept in; one kept in another quota is carried over to its quota now: see
 --                carry() in gcra_carry.lua). A leading '~' marks a copy kept for servers on
 --                other rules (see the origins in gcra_general.lua). Version 2 wrote no tau.
+--                Then any holds, as for "0" (version 4), in the quotas the buckets are kept in.
 --            "2" TAT (redis-cell's bucket: one key, one bucket, the quota given by each call):
 --                "ms:lo@D;NOTE", the TAT in the units of the quota that wrote it; a call in
 --                other units (another D) reads it rounded up to the whole ns, and a TAT beyond

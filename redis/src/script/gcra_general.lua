@@ -40,7 +40,7 @@ local write = op == '1' or op == 'r'
 local hold_id, hold_exp
 if op == 'r' or op == 'c' or op == 'x' then
   hold_id, hold_exp = ARGV[#ARGV - 1], arg(#ARGV)
-  if not string.match(hold_id, '^%x+$') or ARGV[9] ~= '0' then error('leakgate: bad hold') end
+  if not string.match(hold_id, '^%x+$') or (ARGV[9] ~= '0' and ARGV[9] ~= '1') then error('leakgate: bad hold') end
 end
 local rules = ARGV[9] == '1'
 local tat = ARGV[9] == '2'
@@ -102,7 +102,7 @@ local V = {}
 -- Keys whose stored value must be written even if not charged (carried over, dropped buckets,
 -- origins taken in).
 local dirty = {}
--- Holds of cross-slot calls (plain buckets only; script version 4). A call whose keys live in
+-- Holds of cross-slot calls (plain and rule buckets; script version 4). A call whose keys live in
 -- several Redis Cluster slots is decided in two phases: each slot's script reserves ("r"): its
 -- buckets conform counting every live hold as charged, and then it records a hold
 -- ";id/t.ms/t.ns/exp.us/c.ms/c.lo/..." (the call's id, its time, when the hold expires, and the
@@ -112,7 +112,9 @@ local dirty = {}
 -- never dropped: its caller may have been admitted. HC[2x - 1], HC[2x]: the live holds' cost on
 -- bucket x; HS[i]: key i's live holds as stored; A: each bucket's TAT without the live holds
 -- (what is stored), while S counts them (what decides).
--- HT: each plain bucket's stored TAT (0 if none; not raised to now), which a commit charges.
+-- HT: each plain bucket's stored TAT (0 if none; not raised to now), which a commit charges; a
+-- rule bucket's only if its key has holds (else what is stored is S, raised to now, as before),
+-- or its carried TAT where it was carried or an origin was fuller (those are at least now).
 local HC, HS, A, HT = {}, {}, {}, {}
 
 -- A rule bucket's TAT (am, al, in units of Do), carried to quota j as of now: its new TAT.
@@ -141,36 +143,131 @@ local function rule_buckets(raw, pos)
   return list
 end
 
+local read_holds
+
 for i = 1, k do
   local raw = redis.call('GET', KEYS[K[i]])
   if raw == '' then return bad(K[i]) end
+  -- Made only for a call that meets a hold (a script pays for every function it makes).
+  if read_holds == nil and raw and not tat and string.find(raw, ';', 1, true) then
+    -- Key i's holds as stored (its buckets read into S and HT, in the call's quotas): its caller's
+    -- own committed or dropped, every expired one committed, the live ones counted in HC and kept
+    -- in HS[i]. False if one is not a hold of this key.
+    read_holds = function(i, holds)
+      local kept = ''
+      for h in string.gmatch(holds, '[^;]+') do
+        local f = {}
+        for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
+        if #f ~= 4 + 2 * C[i] or not string.match(f[1], '^%x+$') then return false end
+        for e = 2, #f do
+          f[e] = num(f[e])
+          -- Times and costs within the pairs' range (see gcra_carry.lua); the expiry is µs.
+          if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) then return false end
+        end
+        local mine = f[1] == hold_id
+        if mine and op == 'x' then
+          -- Released by its caller, who was not admitted: dropped, even past its expiry.
+          dirty[i] = true
+        elseif f[4] <= redis_us or (mine and op == 'c') then
+          -- Committed: the charge at the hold's time, TAT := max(TAT, t) + c, after every
+          -- charge stored (never less than the charges in the order of their times: see
+          -- connection/cross_slot.rs in leakgate-redis).
+          for b = 1, C[i] do
+            local x = F[i] + b - 1
+            local o = 7 * (J[x] - 1)
+            local L, tm, tl = Q[o + 2], f[2], f[3] * Q[o + 1]
+            if f[3] >= 1000000 or f[4 + 2 * b] >= L then return false end
+            if HT[2 * x - 1] ~= nil and lt(tm, tl, HT[2 * x - 1], HT[2 * x]) then tm, tl = HT[2 * x - 1], HT[2 * x] end
+            tm, tl = add(tm, tl, f[3 + 2 * b], f[4 + 2 * b], L)
+            HT[2 * x - 1], HT[2 * x] = tm, tl
+            if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
+          end
+          dirty[i] = true
+        else
+          kept = kept .. ';' .. h
+          for b = 1, C[i] do
+            local x = F[i] + b - 1
+            local L = Q[7 * (J[x] - 1) + 2]
+            if f[4 + 2 * b] >= L then return false end
+            HC[2 * x - 1], HC[2 * x] = add(HC[2 * x - 1] or 0, HC[2 * x] or 0, f[3 + 2 * b], f[4 + 2 * b], L)
+          end
+        end
+      end
+      HS[i] = kept
+      return true
+    end
+  end
   if rules then
     -- Each bucket kept in its quota is read as it is; one kept in another quota (or written by
     -- script version 2) is carried over to its quota now; a quota the stored buckets lack
     -- starts empty; buckets beyond the key's quotas (a quota removed) are dropped. A mark ('~':
     -- a copy kept for servers on other rules, below) changes nothing for the key's own rules.
-    local list
+    -- Holds follow the buckets (a cross-slot call's, as on a plain key), their costs in the
+    -- quotas the buckets are kept in.
+    local list, holds
     if raw then
-      list = rule_buckets(raw, string.sub(raw, 1, 1) == '~' and 2 or 1)
+      local body, cut = raw, string.find(raw, ';', 1, true)
+      if cut then body, holds = string.sub(raw, 1, cut - 1), string.sub(raw, cut + 1) end
+      list = rule_buckets(body, string.sub(body, 1, 1) == '~' and 2 or 1)
       if list == nil or #list == 0 then return bad(K[i]) end
       if #list ~= C[i] then dirty[i] = true end
+    end
+    -- Whether the held buckets are kept in the call's quotas (only asked of a key with holds).
+    local kept = holds ~= nil and #list == C[i]
+    for b = 1, kept and C[i] or 0 do
+      local s, o = list[b], 7 * (J[F[i] + b - 1] - 1)
+      if not (s[5] == Q[o + 1] and s[6] == Q[o + 3] and s[7] == Q[o + 4] and s[8] == Q[o + 5] and s[9] == Q[o + 6]) then
+        kept = false
+      end
+    end
+    if holds and not kept then
+      -- The key's quotas changed while holds were on it: each is committed now, in the quota
+      -- it was held in, before the buckets are carried (against the caller: a hold released
+      -- later leaves its charge), except the caller's own release.
+      for h in string.gmatch(holds, '[^;]+') do
+        local f = {}
+        for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
+        if #f < 6 or #f % 2 ~= 0 or not string.match(f[1], '^%x+$') then return bad(K[i]) end
+        for e = 2, #f do
+          f[e] = num(f[e])
+          if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) or (e == 3 and f[e] >= 1000000) then return bad(K[i]) end
+        end
+        if not (f[1] == hold_id and op == 'x') then
+          for b = 1, math.min(#list, (#f - 4) / 2) do
+            local s = list[b]
+            local Lo, tm, tl = s[5] * 1000000, f[2], f[3] * s[5]
+            if f[4 + 2 * b] >= Lo then return bad(K[i]) end
+            if lt(tm, tl, s[3], s[4]) then tm, tl = s[3], s[4] end
+            s[3], s[4] = add(tm, tl, f[3 + 2 * b], f[4 + 2 * b], Lo)
+          end
+        end
+      end
+      holds = nil
+      dirty[i] = true
     end
     for b = 1, C[i] do
       local x = F[i] + b - 1
       local j = J[x]
       local o = 7 * (j - 1)
       local tm, tl = now_ms, Q[o + 7]
+      -- With holds, the stored TAT is kept as it is, not raised to now (a hold committed later
+      -- is charged at its own time; without holds now, a later hold's time is at least now).
+      local hm, hl = 0, 0
       local s = list and list[b]
       if s then
         if s[5] == Q[o + 1] and s[6] == Q[o + 3] and s[7] == Q[o + 4] and s[8] == Q[o + 5] and s[9] == Q[o + 6] then
+          hm, hl = s[3], s[4]
           if not le(s[3], s[4], tm, tl) then tm, tl = s[3], s[4] end
         else
           tm, tl = carried(s[3], s[4], s[5], s[6], s[7], s[8], s[9], j)
+          hm, hl = tm, tl
           dirty[i] = true
         end
       end
       S[2 * x - 1], S[2 * x] = tm, tl
+      if holds then HT[2 * x - 1], HT[2 * x] = hm, hl end
     end
+    if holds and not read_holds(i, holds) then return bad(K[i]) end
     -- The key's buckets under the paths earlier rules gave it: each unmarked one (written by a
     -- server on those rules since this key was last carried from it) is carried to the key's
     -- quotas, bucket by bucket, and the fuller of the two kept, so what either side charged
@@ -179,15 +276,33 @@ for i = 1, k do
       local raw2 = redis.call('GET', KEYS[origin[1]])
       if raw2 == '' then return bad(origin[1]) end
       if raw2 then
+        -- Holds there (a cross-slot call of a server on those rules) are kept there for it, and
+        -- counted here as charged now, on top of an unmarked origin's buckets. A marked one's
+        -- were counted when it was taken in (the copy is this key's state since): not again.
+        local cut, oh = string.find(raw2, ';', 1, true), nil
+        if cut then raw2, oh = string.sub(raw2, 1, cut - 1), string.sub(raw2, cut + 1) end
         local marked = string.sub(raw2, 1, 1) == '~'
         local found = rule_buckets(raw2, marked and 2 or 1)
         if found == nil or #found == 0 then return bad(origin[1]) end
-        origin.raw, origin.found = raw2, found
+        origin.raw, origin.found, origin.holds = raw2, found, oh
+        for h in string.gmatch(not marked and oh or '', '[^;]+') do
+          local f = {}
+          for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
+          if #f < 6 or #f % 2 ~= 0 or not string.match(f[1], '^%x+$') then return bad(origin[1]) end
+          for b = 1, math.min(#found, (#f - 4) / 2) do
+            local s, c, d = found[b], num(f[3 + 2 * b]), num(f[4 + 2 * b])
+            local Lo, nlo = s[5] * 1000000, now_ns * s[5]
+            if c == nil or d == nil or c >= TWO53 / 4 or d >= Lo then return bad(origin[1]) end
+            if lt(s[3], s[4], now_ms, nlo) then s[3], s[4] = now_ms, nlo end
+            s[3], s[4] = add(s[3], s[4], c, d, Lo)
+          end
+        end
         if not marked then
           for b = 1, math.min(#found, C[i]) do
             local x, s = F[i] + b - 1, found[b]
             local tm, tl = carried(s[3], s[4], s[5], s[6], s[7], s[8], s[9], J[x])
             if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
+            if HT[2 * x - 1] ~= nil and lt(HT[2 * x - 1], HT[2 * x], tm, tl) then HT[2 * x - 1], HT[2 * x] = tm, tl end
           end
           dirty[i] = true
         end
@@ -241,48 +356,7 @@ for i = 1, k do
       S[2 * x - 1], S[2 * x] = tm, tl
     end
     if raw and pos ~= #raw + 1 then return bad(K[i]) end
-    if holds then
-      local kept = ''
-      for h in string.gmatch(holds, '[^;]+') do
-        local f = {}
-        for v in string.gmatch(h, '[^/]+') do f[#f + 1] = v end
-        if #f ~= 4 + 2 * C[i] or not string.match(f[1], '^%x+$') then return bad(K[i]) end
-        for e = 2, #f do
-          f[e] = num(f[e])
-          -- Times and costs within the pairs' range (see gcra_carry.lua); the expiry is µs.
-          if f[e] == nil or (e ~= 4 and f[e] >= TWO53 / 4) then return bad(K[i]) end
-        end
-        local mine = f[1] == hold_id
-        if mine and op == 'x' then
-          -- Released by its caller, who was not admitted: dropped, even past its expiry.
-          dirty[i] = true
-        elseif f[4] <= redis_us or (mine and op == 'c') then
-          -- Committed: the charge at the hold's time, TAT := max(TAT, t) + c, after every
-          -- charge stored (never less than the charges in the order of their times: see
-          -- connection/cross_slot.rs in leakgate-redis).
-          for b = 1, C[i] do
-            local x = F[i] + b - 1
-            local o = 7 * (J[x] - 1)
-            local L, tm, tl = Q[o + 2], f[2], f[3] * Q[o + 1]
-            if f[3] >= 1000000 or f[4 + 2 * b] >= L then return bad(K[i]) end
-            if HT[2 * x - 1] ~= nil and lt(tm, tl, HT[2 * x - 1], HT[2 * x]) then tm, tl = HT[2 * x - 1], HT[2 * x] end
-            tm, tl = add(tm, tl, f[3 + 2 * b], f[4 + 2 * b], L)
-            HT[2 * x - 1], HT[2 * x] = tm, tl
-            if lt(S[2 * x - 1], S[2 * x], tm, tl) then S[2 * x - 1], S[2 * x] = tm, tl end
-          end
-          dirty[i] = true
-        else
-          kept = kept .. ';' .. h
-          for b = 1, C[i] do
-            local x = F[i] + b - 1
-            local L = Q[7 * (J[x] - 1) + 2]
-            if f[4 + 2 * b] >= L then return bad(K[i]) end
-            HC[2 * x - 1], HC[2 * x] = add(HC[2 * x - 1] or 0, HC[2 * x] or 0, f[3 + 2 * b], f[4 + 2 * b], L)
-          end
-        end
-      end
-      HS[i] = kept
-    end
+    if holds and not read_holds(i, holds) then return bad(K[i]) end
   end
 end
 
@@ -453,6 +527,7 @@ for i = 1, k do
         if dm > ttl then ttl = dm end
       end
     end
+    local body = value
     -- Live holds stay after the buckets, and keep the key until they expire and their charge
     -- (counted in S, so in ttl) has passed.
     if HS[i] and HS[i] ~= '' then
@@ -470,7 +545,7 @@ for i = 1, k do
     -- next check. Buckets of the origin beyond the key's, up to its rule's quotas there, are
     -- kept as they were.
     for _, origin in ipairs(O[i] or NONE) do
-      local copy, life, found = '~' .. value, ttl, origin.found or NONE
+      local copy, life, found = '~' .. body, ttl, origin.found or NONE
       for b = C[i] + 1, math.min(#found, origin[2]) do
         local s = found[b]
         copy = copy .. ',' .. string.sub(origin.raw, s[1], s[2])
@@ -479,6 +554,15 @@ for i = 1, k do
           local left = ms_up(sub(s[3], s[4], now_ms, nlo, s[5] * 1000000))
           if left > life then life = left end
         end
+      end
+      -- The origin's holds stay there, for its server to commit or release.
+      if origin.holds then
+        copy = copy .. ';' .. origin.holds
+        local last = 0
+        for e in string.gmatch(';' .. origin.holds, ';%x+/%d+/%d+/(%d+)') do
+          if tonumber(e) > last then last = tonumber(e) end
+        end
+        if last > redis_us then life = life + math.ceil((last - redis_us) / 1000) end
       end
       redis.call('SET', KEYS[origin[1]], copy, 'PX', string.format('%.0f', life + slack + 1))
     end

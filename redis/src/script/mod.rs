@@ -46,7 +46,7 @@ pub(crate) struct CallKey<'a> {
 }
 
 /// A rule key's buckets under a path that earlier rules gave it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Origin {
     /// The Redis key under that path.
     pub(crate) name: Vec<u8>,
