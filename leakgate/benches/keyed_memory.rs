@@ -4,7 +4,9 @@
 //! this binary: live bytes after the fill less live bytes before the table was made (requested
 //! sizes, so the figure does not depend on the system allocator's rounding).
 //!
-//! `cargo bench --bench keyed_memory [-- N,N,...]` (default: 1000000).
+//! `cargo bench --bench keyed_memory [-- N,N,... [xF]]` (default: 1000000): `xF` makes
+//! leakgate's table `with_capacity(F * N)` (`x0.8`: the table of 2^k slots that
+//! `with_capacity(N)` gave before small tables had headroom).
 
 use governor::clock::DefaultClock;
 use governor::middleware::NoOpMiddleware;
@@ -72,13 +74,14 @@ fn main() {
     let sizes: Vec<u64> = args
         .first()
         .map_or(vec![1_000_000], |a| a.split(',').map(|x| x.parse().expect("a number")).collect());
+    let factor: f64 = args.get(1).map_or(1.0, |a| a.trim_start_matches('x').parse().expect("xF"));
     let quota = Quota::new(1, Duration::from_secs(1), 1_000_000_000).expect("quota");
     let max = NonZeroU32::new(u32::MAX).expect("not zero");
     let gquota = governor::Quota::per_second(max).allow_burst(max);
     println!("{:>9} {:>14} {:>14} {:>7}", "N", "leakgate B/key", "governor B/key", "ratio");
     for n in sizes {
         let leakgate = bytes(
-            || KeyedLimiter::<u64>::with_capacity(quota, n as usize),
+            || KeyedLimiter::<u64>::with_capacity(quota, (n as f64 * factor) as usize),
             |lim| {
                 for key in 0..n {
                     assert!(lim.check(&key).is_ok());

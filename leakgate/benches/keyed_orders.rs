@@ -15,8 +15,10 @@
 //! that does only what any keyed table must (see [`Floor`]), in the same order.
 //!
 //! `cargo bench --bench keyed_orders [-- ROUNDS [N,N,...] [THREADS,...] [xF]]`: 7 rounds by
-//! default, N in 1000 and 1000000, 1 and 2 threads. A last argument `x2` makes leakgate's table
-//! twice N (as `benches/keyed.rs` does).
+//! default, N in 1000 and 1000000, 1 and 2 threads. A last argument `xF` makes leakgate's table
+//! `with_capacity(F * N)`: `x2` as `benches/keyed.rs` does, `x0.8` the table of 2^k slots that
+//! `with_capacity(N)` gave before small tables had headroom (800 keys and a quarter more round up
+//! to 1,024 slots).
 
 use governor::clock::DefaultClock;
 use governor::middleware::NoOpMiddleware;
@@ -248,7 +250,7 @@ fn main() {
     let rounds: u64 = args.first().map_or(7, |a| a.parse().expect("rounds"));
     let sizes = list(args.get(1), &[1_000, 1_000_000]);
     let thread_counts = list(args.get(2), &[1, 2]);
-    let factor: u64 = args.get(3).map_or(1, |a| a.trim_start_matches('x').parse().expect("xF"));
+    let factor: f64 = args.get(3).map_or(1.0, |a| a.trim_start_matches('x').parse().expect("xF"));
     // Every check admitted, every bucket busy (a second of backlog per check), as in
     // `leakgate_baselines::KeyedContenders`.
     let quota = Quota::new(1, Duration::from_secs(1), 1_000_000_000).expect("quota");
@@ -264,9 +266,9 @@ fn main() {
         "N", "order", "thr", "leakgate", "governor", "ratio", "ratio range", "wall", "floor"
     );
     for &n in &sizes {
-        let leakgate = KeyedLimiter::<u64>::with_capacity(quota, (n * factor) as usize);
+        let leakgate = KeyedLimiter::<u64>::with_capacity(quota, (n as f64 * factor) as usize);
         let governor: Governor = governor::RateLimiter::keyed(gquota);
-        let floor = Floor::new(n * factor);
+        let floor = Floor::new(leakgate.capacity() as u64);
         for key in 0..n {
             assert!(Check::check(&leakgate, &key) && Check::check(&governor, &key));
         }

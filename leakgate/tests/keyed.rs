@@ -76,9 +76,11 @@ fn peeks_and_oversized_requests_do_not_insert() {
 
 #[test]
 fn a_full_table_denies_new_keys_and_keeps_active_ones() {
-    // 64 slots (the smallest table), every bucket kept active by a slow quota.
+    // 64 slots (the smallest table: 50 keys and a quarter more, rounded up), every bucket kept
+    // active by a slow quota.
     let (lim, clock) = keyed::<u64>(Quota::per_hour(1).unwrap());
-    let lim = KeyedLimiter::with_capacity_and_clock(lim.quota(), 64, clock.clone());
+    let lim = KeyedLimiter::with_capacity_and_clock(lim.quota(), 50, clock.clone());
+    assert_eq!(lim.capacity(), 64);
     let admitted: Vec<u64> = (0..1000).filter(|k| lim.check(k).is_ok()).collect();
     // Every key may use every slot of the table: all 64 fill, whatever the keys' hashes.
     assert_eq!(admitted.len(), 64);

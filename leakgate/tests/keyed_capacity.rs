@@ -47,9 +47,48 @@ fn with_capacity_holds_that_many_busy_keys_with_spread_hashes() {
 }
 
 #[test]
+fn small_capacities_get_a_quarter_more_slots_and_large_ones_do_not() {
+    // (capacity asked, slots): up to 65,536 keys the capacity and a quarter more rounded up to
+    // a power of two; above it the capacity rounded up; at least 64 either way.
+    let expected = [
+        (0usize, 64usize),
+        (51, 64),
+        (52, 128),
+        (800, 1024),
+        (819, 1024),
+        (820, 2048),
+        (1000, 2048),
+        (1024, 2048),
+        (52_428, 65_536),
+        (52_430, 131_072),
+        (65_536, 131_072),
+        (65_537, 131_072),
+        (100_000, 131_072),
+        (131_072, 131_072),
+        (1_000_000, 1 << 20),
+        (1 << 20, 1 << 20),
+        (MAX_CAPACITY, MAX_CAPACITY),
+    ];
+    for (capacity, slots) in expected {
+        let lim = KeyedLimiter::<u64>::try_with_capacity(hourly(), capacity).unwrap();
+        assert_eq!(lim.capacity(), slots, "capacity {capacity}");
+    }
+    // Never fewer slots for a larger capacity.
+    let mut last = 0;
+    for capacity in (0..200_000).step_by(97) {
+        let clock = ManualClock::new();
+        let slots =
+            KeyedLimiter::<u64, _>::with_capacity_and_clock(hourly(), capacity, clock).capacity();
+        assert!(slots >= last.max(capacity), "capacity {capacity}: {slots} slots");
+        last = slots;
+    }
+}
+
+#[test]
 fn with_capacity_holds_that_many_busy_keys_that_all_hash_alike() {
     let clock = ManualClock::new();
-    let lim = KeyedLimiter::<SameHash, _>::with_capacity_and_clock(hourly(), 1000, clock.clone());
+    // 800 keys and a quarter more: 1,024 slots.
+    let lim = KeyedLimiter::<SameHash, _>::with_capacity_and_clock(hourly(), 800, clock.clone());
     assert_eq!(lim.capacity(), 1024);
     assert_eq!(admitted(&lim, (0..1024).map(SameHash)), 1024);
     assert!(lim.check(&SameHash(5000)).is_err(), "a full table refuses a new key");

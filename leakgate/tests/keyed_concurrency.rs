@@ -29,8 +29,9 @@ fn threads_never_hold_more_than_max_of_one_key() {
 
 #[test]
 fn a_full_table_refuses_new_keys_until_one_frees() {
-    // 64 slots: 64 keys with permits held fill it.
-    let k = KeyedConcurrencyLimiter::<u64>::with_capacity(1, 64).unwrap();
+    // 64 slots (50 keys and a quarter more, rounded up): 64 keys with permits held fill it.
+    let k = KeyedConcurrencyLimiter::<u64>::with_capacity(1, 50).unwrap();
+    assert_eq!(k.capacity(), 64);
     let mut held = Vec::new();
     let mut refused = None;
     for key in 0..10_000u64 {

@@ -6,11 +6,12 @@ use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// A full 64-slot table (keys 0..64 each busy for an hour) with `policy`.
+/// A full 64-slot table (50 keys and a quarter more, rounded up; keys 0..64 each busy for an
+/// hour) with `policy`.
 fn full_table(policy: OverflowPolicy) -> (KeyedLimiter<u64, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
     let q = Quota::per_hour(1).unwrap();
-    let lim = KeyedLimiter::with_capacity_and_clock(q, 64, clock.clone()).with_overflow(policy);
+    let lim = KeyedLimiter::with_capacity_and_clock(q, 50, clock.clone()).with_overflow(policy);
     assert!((0..64).all(|k| lim.check(&k).is_ok()));
     (lim, clock)
 }
@@ -53,7 +54,7 @@ fn the_shared_bucket_serves_keys_with_no_room_within_its_own_quota() {
 fn costs_above_the_shared_burst_are_denied_as_without_it() {
     let q = Quota::per_hour(5).unwrap();
     let clock = ManualClock::new();
-    let lim = KeyedLimiter::<u64, _>::with_capacity_and_clock(q, 64, clock)
+    let lim = KeyedLimiter::<u64, _>::with_capacity_and_clock(q, 50, clock)
         .with_overflow(OverflowPolicy::SharedBucket(Quota::per_second(2).unwrap()));
     assert!((0..64).all(|k| lim.check_n(&k, 5).is_ok()));
     let denied = lim.check_n(&100, 3).unwrap_err();

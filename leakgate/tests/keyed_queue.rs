@@ -63,7 +63,7 @@ fn owned_reservations_and_waits_move_to_other_threads() {
 fn a_key_with_no_room_cannot_queue_in_the_shared_overflow_bucket() {
     use leakgate::OverflowPolicy;
     let q = Quota::per_hour(1).unwrap();
-    let keyed = KeyedLimiter::<u64, _>::with_capacity_and_clock(q, 64, ManualClock::new())
+    let keyed = KeyedLimiter::<u64, _>::with_capacity_and_clock(q, 50, ManualClock::new())
         .with_overflow(OverflowPolicy::SharedBucket(Quota::per_second(100).unwrap()));
     for k in 0..64 {
         keyed.check(&k).unwrap();

@@ -216,7 +216,7 @@ fn introspection_filters_by_prefix_and_fill_and_counts_per_rule() {
 #[test]
 fn a_full_table_refuses_new_keys_and_keeps_the_active_ones() {
     let mut rules = Rules::new();
-    rules.insert("ip", [q("1/h")]).capacity(64);
+    rules.insert("ip", [q("1/h")]).capacity(50);
     let lim = RuleLimiter::with_clock(rules, ManualClock::new());
     let admitted = (0..1000).filter(|i| lim.check(&format!("ip/{i}")).is_ok()).count();
     assert!((64..1000).contains(&admitted), "{admitted}");
@@ -228,7 +228,7 @@ fn a_full_table_refuses_new_keys_and_keeps_the_active_ones() {
 fn keys_with_no_room_share_the_overflow_bucket_and_a_refusal_gives_its_charge_back() {
     let mut rules = Rules::new();
     let shared = OverflowPolicy::SharedBucket(q("1/s burst 10"));
-    rules.insert("ip", [q("1/h")]).capacity(64).overflow(shared);
+    rules.insert("ip", [q("1/h")]).capacity(50).overflow(shared);
     rules.insert("z_gate", [q("1/h burst 5")]);
     let clock = ManualClock::new();
     let lim = RuleLimiter::with_clock(rules, clock.clone());
@@ -258,7 +258,7 @@ fn a_reload_into_a_smaller_table_keeps_the_levels_of_keys_with_no_room() {
     for i in 0..200 {
         lim.check(&format!("ip/{i}")).unwrap();
     }
-    lim.reload(rules(64)); // at most 64 of the 200 fit
+    lim.reload(rules(50)); // 64 slots: at most 64 of the 200 fit
     assert!(lim.buckets("ip/", 0.0).len() <= 64);
     lim.reload(rules(1024)); // room again: every level comes back
     assert_eq!(lim.buckets("ip/", 1.0).len(), 200, "every key's full bucket was kept");
@@ -271,7 +271,7 @@ fn a_reload_hands_the_shared_overflow_buckets_level_over() {
     let rules = |shared: &str| {
         let mut rules = Rules::new();
         let policy = OverflowPolicy::SharedBucket(q(shared));
-        rules.insert("ip", [q("1/h")]).capacity(64).overflow(policy);
+        rules.insert("ip", [q("1/h")]).capacity(50).overflow(policy);
         rules
     };
     let lim = RuleLimiter::with_clock(rules("1/s burst 10"), ManualClock::new());

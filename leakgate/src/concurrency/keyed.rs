@@ -24,8 +24,9 @@ pub const DEFAULT_KEYED_CAPACITY: usize = 100_000;
 /// * **Lock-free for tracked keys.** An acquire finds its key and CASes its count; a release
 ///   subtracts from the slot its acquire found. Only a key the table does not hold takes a lock,
 ///   to be given a slot.
-/// * **The keyed rate limiter's bounded table.** The table has `capacity` rounded up to a power
-///   of two slots (at least 64, at most [`MAX_CAPACITY`](crate::MAX_CAPACITY)), allocated in pages
+/// * **The keyed rate limiter's bounded table.** The table has `capacity` (and a quarter more, up
+///   to 65,536 keys) rounded up to a power of two slots (at least 64, at most
+///   [`MAX_CAPACITY`](crate::MAX_CAPACITY)), allocated in pages
 ///   as keys reach them and never more, and holds that many keys with permits in flight at once,
 ///   whatever their hashes (see [`KeyedLimiter`'s memory and cost](crate::KeyedLimiter#memory-and-cost)).
 /// * **A key with nothing in flight costs nothing.** Its slot is given to the next new key that
@@ -97,12 +98,13 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
     }
 
     /// `max` in flight per key, holding at least `capacity` keys with permits in flight at once,
-    /// whatever their hashes: `capacity` rounded up to a power of two (at least 64, at most
-    /// [`MAX_CAPACITY`](crate::MAX_CAPACITY)) slots, allocated as keys reach them.
+    /// whatever their hashes: `capacity` (and a quarter more, up to 65,536 keys) rounded up to a
+    /// power of two (at least 64, at most [`MAX_CAPACITY`](crate::MAX_CAPACITY)) slots, allocated
+    /// as keys reach them, as [`KeyedLimiter`'s](crate::KeyedLimiter#memory-and-cost).
     ///
     /// ```
-    /// let k = leakgate::KeyedConcurrencyLimiter::<u64>::with_capacity(1, 64)?;
-    /// assert_eq!(k.capacity(), 64);
+    /// let k = leakgate::KeyedConcurrencyLimiter::<u64>::with_capacity(1, 50)?;
+    /// assert_eq!(k.capacity(), 64); // 50 and a quarter more, rounded up
     /// let held: Vec<_> = (0..64).filter_map(|key| k.try_acquire(&key)).collect();
     /// assert_eq!(held.len(), 64);
     /// assert!(k.try_acquire(&64).is_none()); // full: every slot holds a permit
@@ -135,7 +137,7 @@ impl<K: Hash + Eq + Clone> KeyedConcurrencyLimiter<K> {
     ///
     /// ```
     /// let k = leakgate::KeyedConcurrencyLimiter::<u64>::with_capacity(1, 1000)?;
-    /// assert_eq!(k.capacity(), 1024);
+    /// assert_eq!(k.capacity(), 2048);
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn capacity(&self) -> usize {

@@ -21,8 +21,9 @@ use crossbeam_utils::CachePadded;
 ///
 /// ```
 /// use leakgate::{KeyedLimiter, ManualClock, OverflowPolicy, Quota};
-/// // 64 slots, each key 1 per hour; keys that find no room share 10 per second.
-/// let keyed = KeyedLimiter::<u64, _>::with_capacity_and_clock(Quota::per_hour(1)?, 64, ManualClock::new())
+/// // 64 slots (50 keys and a quarter more), each key 1 per hour; keys that find no room share
+/// // 10 per second.
+/// let keyed = KeyedLimiter::<u64, _>::with_capacity_and_clock(Quota::per_hour(1)?, 50, ManualClock::new())
 ///     .with_overflow(OverflowPolicy::SharedBucket(Quota::per_second(10)?));
 /// let admitted = (0..1000u64).filter(|k| keyed.check(k).is_ok()).count();
 /// assert_eq!(admitted, 64 + 10); // a bucket per slot, then the shared bucket's burst

@@ -78,7 +78,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedSrTcm<K, C> {
     /// ```
     /// use leakgate::{KeyedSrTcm, ManualClock, Quota};
     /// let meter = KeyedSrTcm::<u64, _>::with_capacity_and_clock(Quota::bytes_per_second(1000)?, 0, 1000, ManualClock::new())?;
-    /// assert_eq!(meter.capacity(), 1024);
+    /// assert_eq!(meter.capacity(), 2048);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_capacity_and_clock(

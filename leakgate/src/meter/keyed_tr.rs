@@ -63,7 +63,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
     /// use leakgate::{KeyedTrTcm, ManualClock, Quota};
     /// let q = Quota::bytes_per_second(1000)?;
     /// let meter = KeyedTrTcm::<u64, _>::with_capacity_and_clock(q, q, 1000, ManualClock::new())?;
-    /// assert_eq!(meter.capacity(), 1024);
+    /// assert_eq!(meter.capacity(), 2048);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_capacity_and_clock(
