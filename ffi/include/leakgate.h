@@ -359,8 +359,8 @@ lg_color lg_trtcm_color_aware_at_excl(lg_trtcm *meter,
 
 // Makes a keyed limiter of `*quota` (every key's bucket starts empty: a full burst available)
 // on the process clock, holding at least `capacity` keys with busy buckets at once (rounded up
-// to a power of two; 0 for the default, 2^18 keys; memory is allocated as keys arrive), and
-// writes its handle to `*out`.
+// to a power of two, a quarter more first up to 65,536 keys; 0 for the default, 2^18 keys;
+// memory is allocated as keys arrive), and writes its handle to `*out`.
 //
 // Returns `LG_OK`, `LG_ERR_QUOTA`,
 // `LG_ERR_ARGUMENT` for a capacity above 2^30, or
