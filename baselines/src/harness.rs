@@ -23,9 +23,10 @@ pub fn hammer<W: Workload + ?Sized>(work: &W, threads: usize, per_thread: u64) -
             .map(|thread| {
                 let barrier = &barrier;
                 s.spawn(move || {
+                    let mut decide = work.on_thread(thread);
                     barrier.wait();
                     for step in 0..per_thread {
-                        black_box(work.decide(thread, step));
+                        black_box(decide(step));
                     }
                 })
             })
@@ -56,12 +57,13 @@ pub fn ns_per_decision<W: Workload + ?Sized>(work: &W, threads: usize, slice: Du
             .map(|thread| {
                 let (stop, barrier) = (&stop, &barrier);
                 s.spawn(move || {
+                    let mut decide = work.on_thread(thread);
                     barrier.wait();
                     let mut step = 0u64;
                     // Relaxed: a stop flag; being late by one batch is harmless.
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..256 {
-                            black_box(work.decide(thread, step));
+                            black_box(decide(step));
                             step += 1;
                         }
                     }

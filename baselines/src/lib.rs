@@ -3,7 +3,8 @@
 //! Both the criterion benchmarks (`benches/`) and `leakgate bench` use this crate, so that a
 //! contender, a scenario or a measuring loop is written once:
 //!
-//! * contenders: leakgate's `Limiter`, `LeasedLimiter` and `KeyedLimiter`, [`Governor`] (and governor's keyed
+//! * contenders: leakgate's `Limiter`, `LeasedLimiter` (shared, and through a `LocalLease` per
+//!   thread: [`LocalLeased`]) and `KeyedLimiter`, [`Governor`] (and governor's keyed
 //!   limiter), [`MutexTokenBucket`]; for the colour meters, [`MutexSrTcm`] and [`MutexTrTcm`];
 //! * [`Scenario`]: quotas under which every contender answers the same way (all allowed, or all
 //!   denied by a one-per-hour limiter that has spent its unit), and [`KeyedContenders`]: many
@@ -20,6 +21,7 @@
 mod governor;
 mod harness;
 mod keyed;
+mod local;
 mod mutex_bucket;
 mod mutex_meters;
 mod scenario;
@@ -28,6 +30,7 @@ mod tail;
 pub use crate::governor::Governor;
 pub use harness::{hammer, median, ns_per_decision};
 pub use keyed::{scattered_key, KeyedCheck, KeyedContenders, KeyedWorkload, KEYED_CONTENDERS};
+pub use local::LocalLeased;
 pub use mutex_bucket::MutexTokenBucket;
 pub use mutex_meters::{MutexSrTcm, MutexTrTcm};
 pub use scenario::Scenario;
@@ -64,7 +67,7 @@ impl<C: leakgate::Clock> Gate for leakgate::LeasedLimiter<C> {
 /// One decision of a benchmark: by the thread numbered `thread`, at its `step`-th decision.
 ///
 /// Every [`Gate`] is a workload that ignores both numbers; a [`KeyedWorkload`] picks its key
-/// from them.
+/// from them; a [`LocalLeased`] keeps a handle per thread ([`on_thread`](Workload::on_thread)).
 ///
 /// ```
 /// use leakgate_baselines::{Scenario, Workload};
@@ -74,6 +77,21 @@ impl<C: leakgate::Clock> Gate for leakgate::LeasedLimiter<C> {
 pub trait Workload: Sync {
     /// Makes one decision; `true` if it admitted.
     fn decide(&self, thread: u64, step: u64) -> bool;
+
+    /// The decisions of the thread numbered `thread`: a closure of the step, made once on that
+    /// thread before its first decision (and dropped after its last), so that a workload may
+    /// keep state of the thread's own in it. Every harness loop calls it (one indirect call a
+    /// decision, as through `&dyn Workload`); by default it calls [`decide`](Workload::decide).
+    ///
+    /// ```
+    /// use leakgate_baselines::{Scenario, Workload};
+    /// let lim = Scenario::Allowed.governor();
+    /// let mut decide = lim.on_thread(0);
+    /// assert!(decide(0) && decide(1));
+    /// ```
+    fn on_thread(&self, thread: u64) -> Box<dyn FnMut(u64) -> bool + '_> {
+        Box::new(move |step| self.decide(thread, step))
+    }
 }
 
 impl<G: Gate + ?Sized> Workload for G {

@@ -64,6 +64,18 @@ impl Scenario {
         lim
     }
 
+    /// A leased leakgate limiter for this scenario on `clock`, primed as
+    /// [`leased`](Scenario::leased), decided through a `LocalLease` per benchmark thread.
+    ///
+    /// ```
+    /// use leakgate_baselines::{Scenario, Workload};
+    /// let lim = Scenario::Denied.local_leased(leakgate::TscClock::new());
+    /// assert!(!lim.on_thread(0)(0));
+    /// ```
+    pub fn local_leased<C: leakgate::Clock>(self, clock: C) -> crate::LocalLeased<C> {
+        crate::LocalLeased(self.leased(clock))
+    }
+
     /// A governor limiter for this scenario, primed.
     ///
     /// ```

@@ -171,10 +171,11 @@ pub fn time_each_check<W: Workload + ?Sized>(
                 let (timer, barrier) = (&timer, &barrier);
                 s.spawn(move || {
                     let mut histogram = LatencyHistogram::new();
+                    let mut decide = work.on_thread(thread);
                     barrier.wait();
                     for step in 0..per_thread {
                         let start = timer.raw();
-                        black_box(work.decide(thread, step));
+                        black_box(decide(step));
                         let end = timer.raw();
                         histogram.record(timer.delta_as_nanos(start, end));
                     }

@@ -1,5 +1,5 @@
-//! `leakgate bench`: leakgate (exact, and leased: `LeasedLimiter`) against governor and a mutex
-//! token bucket, on this machine, now.
+//! `leakgate bench`: leakgate (exact, and leased: `LeasedLimiter`, shared or through a
+//! `LocalLease` per thread) against governor and a mutex token bucket, on this machine, now.
 //!
 //! Every (scenario, threads) pair is measured in rounds; within a round each contender runs in
 //! turn (A B C D, A B C D, ...), so drift in machine load hits all of them alike. The contenders,
@@ -18,13 +18,15 @@ const LONG_HELP: &str = "\
 Throughput (the default): threads share one limiter. 'allowed': every decision admits (and
 writes the state); 'denied': a limiter of one per hour that has admitted its unit, so every
 decision refuses. 'leakgate (leased)' is a LeasedLimiter: per-thread leases of the shared
-bucket (under 'denied', one an hour, its leases are off and it decides exactly). Then keyed
+bucket (under 'denied', one an hour, its leases are off and it decides exactly); 'leakgate
+(local)' is the same limiter checked through a LocalLease handle each thread keeps (its lease in
+a plain counter: no clock reading, no atomic write per unit). Then keyed
 limiters with 1,000 and 1,000,000 tracked keys. ns/decision is wall time over all decisions of
 all threads; each figure is the median of the rounds.
 
 --tail: every check of one always-allowing shared limiter is timed (two raw TSC reads) and
 counted in a histogram: p50, p99, p99.99 and the slowest check per thread count, leakgate
-(exact and leased) beside governor and a mutex bucket. 'timer only' times an empty decision:
+(exact, leased, and leased through a LocalLease per thread) beside governor and a mutex bucket. 'timer only' times an empty decision:
 the measuring overhead.
 
 Threads beyond the machine's cores share them, so the slowest checks then include whole

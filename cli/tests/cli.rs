@@ -126,8 +126,8 @@ fn bench_tail_prints_json_for_machines() {
     let rows = doc["results"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        2 * 5,
-        "5 contenders (timer, exact, leased, governor, mutex) at 2 thread counts"
+        2 * 6,
+        "6 contenders (timer, exact, leased, local, governor, mutex) at 2 thread counts"
     );
     for row in rows {
         let checks = row["checks"].as_u64().unwrap();
@@ -141,6 +141,7 @@ fn bench_tail_prints_json_for_machines() {
     }
     assert!(rows.iter().any(|r| r["implementation"] == "governor"));
     assert!(rows.iter().any(|r| r["implementation"] == "leakgate (leased)"));
+    assert!(rows.iter().any(|r| r["implementation"] == "leakgate (local)"));
 }
 
 #[test]
@@ -149,7 +150,8 @@ fn bench_tail_prints_a_table_for_people() {
         leakgate().args(["bench", "--tail", "--checks", "100", "--threads", "1"]).output().unwrap();
     assert!(out.status.success());
     let table = text(&out.stdout);
-    let rows = ["leakgate (tsc)", "leakgate (leased)", "governor", "mutex bucket"];
+    let rows =
+        ["leakgate (tsc)", "leakgate (leased)", "leakgate (local)", "governor", "mutex bucket"];
     for says in ["p50", "p99.99", "slowest"].into_iter().chain(rows) {
         assert!(table.contains(says), "{says}: {table}");
     }
@@ -164,9 +166,9 @@ fn bench_throughput_json() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["kind"], "throughput");
-    assert_eq!(doc["single"].as_array().unwrap().len(), 2 * 5, "with the leased row");
+    assert_eq!(doc["single"].as_array().unwrap().len(), 2 * 6, "with the leased and local rows");
     assert_eq!(doc["keyed"].as_array().unwrap().len(), 2 * 4);
-    let denied = &doc["single"][5];
+    let denied = &doc["single"][6];
     assert_eq!(
         (denied["scenario"].as_str(), denied["threads"].as_u64()),
         (Some("denied"), Some(1))

@@ -25,8 +25,9 @@
 //! value older than the one it just saw.
 //!
 //! **Under contention: the add path.** A CAS loop on one word is lock-free, not wait-free: under
-//! saturation a thread can lose every round. So after one lost CAS, a request that still conforms
-//! with room to spare ([`room_to_add`]) takes its place with one `fetch_add` of its cost, which
+//! saturation a thread can lose every round. So after a few lost CASes in a row
+//! ([`CAS_RETRIES`]; one retry is cheaper than an add, see [`contended`]), a request that still
+//! conforms with room to spare ([`room_to_add`]) takes its place with one `fetch_add` of its cost, which
 //! always succeeds, and then checks the value it added onto:
 //!
 //! * it first raises an idle word to `now` (`fetch_max`), so a charge never lands before the time
@@ -187,6 +188,11 @@ const ADD_MAX_COST: u64 = 1 << 50;
 /// it (they are undone first, each in a few instructions).
 const UNDO_TRIES: u32 = if LOOM { 2 } else { 64 };
 
+/// How many lost CASes in a row [`contended`] answers with another CAS at once, from the value
+/// the lost one found, before it takes the add path (under loom none: the models explore the add
+/// path). Measured in its doc.
+const CAS_RETRIES: u32 = if LOOM { 0 } else { 2 };
+
 /// Takes a request of cost `n` at time `now` (units) from the bucket in `word`, allowed to wait
 /// up to `max_wait` units past its boundary (0 for a meter): `Ok(state)` when it conforms, with the
 /// state it left (the state seen, for `n = 0`), `Err` with the state it was judged on otherwise.
@@ -241,12 +247,18 @@ pub(crate) fn take_after_lost_cas<W: Word>(
 /// The rest of [`take`]: after a lost CAS (`lost`, and `tat` is the value found), and the rare
 /// answers (cost 0, a cost above the burst, a state past the range).
 ///
-/// The add path takes over at the first lost CAS. Pausing and retrying the CAS first (so the
-/// winner can finish on its line) was measured and not kept: on the 2-core machine, one limiter
-/// shared by 2 threads, every check admitted (`leakgate bench --tail --threads 2` and `--quick`,
-/// two runs each, interleaved): add path at once, p99 110-131 ns, p99.99 181-211 ns, 0.96-1.02x
-/// governor's throughput; one retry after 4 spins, p99 221 ns, p99.99 283 ns, 0.95-1.05x; two
-/// retries after 8 and 16 spins, p99 271-767 ns, p99.99 about 900 ns, 0.78-0.84x.
+/// A lost CAS is answered first with another CAS from the value it found, at once (as governor
+/// does), up to [`CAS_RETRIES`] times in a row; then the add path takes over, so a check that
+/// keeps losing makes progress with one `fetch_add`. The add path at the first lost CAS cost a
+/// tail: on an idle bucket (the state behind the clock, the common case of an always-allowing
+/// limiter) it raises the word to the clock first, then enters the gate, adds and leaves it:
+/// four read-modify-writes of the contended line where a retry is one. On the 16-core Xeon (idle;
+/// `leakgate bench --tail`, 200,000 checks a thread, 3 runs of each binary, medians): p99 at 2,
+/// 4, 8, 16 threads 287, 959, 3,263, 9,727 ns against governor's 435, 1,439, 3,359, 8,575 in the
+/// same runs (before: 323, 1,327, 3,519, 9,599); p99.99 below governor's at every count
+/// (docs/benchmarks.md). The 2-core EPYC, loaded, gave the same direction once (p99 100-110 ns
+/// at 2 threads before, 20-40 after, governor 20-60) and noise in other runs. A retry after 4
+/// or more spins (measured earlier, 2-core Xeon) was worse than either: p99 221-767 ns.
 #[inline(never)]
 fn contended<W: Word>(
     word: &W,
@@ -255,8 +267,9 @@ fn contended<W: Word>(
     n: u64,
     max_wait: u64,
     mut tat: u64,
-    mut lost: bool,
+    lost: bool,
 ) -> Result<Result<u64, Refused>, W::Gone> {
+    let mut lost = u32::from(lost);
     loop {
         let new = match rate.admit(tat, now, n, max_wait) {
             // Cost 0: nothing to take, but the time is recorded.
@@ -273,14 +286,14 @@ fn contended<W: Word>(
             }
             Err(why) => return Ok(Err(Refused { tat, why })),
         };
-        if W::ADDS && lost && room_to_add(rate, tat, now, new, max_wait) {
+        if W::ADDS && lost > CAS_RETRIES && room_to_add(rate, tat, now, new, max_wait) {
             match add(word, rate, now, n, max_wait, tat) {
                 Added::Admitted(state) => return Ok(Ok(state)),
                 Added::Refused(refused) => return Ok(Err(refused)),
                 Added::Lowered => {
                     // The word went below our time under us; decide again on what it holds now.
                     tat = word.load()?;
-                    lost = false;
+                    lost = 0;
                     continue;
                 }
             }
@@ -289,7 +302,7 @@ fn contended<W: Word>(
             Ok(()) => return Ok(Ok(new)),
             Err(found) => {
                 tat = found?;
-                lost = true;
+                lost = lost.saturating_add(1);
             }
         }
     }

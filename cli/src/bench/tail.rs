@@ -5,8 +5,14 @@ use leakgate::TscClock;
 use leakgate_baselines::{time_each_check, Gate, LatencyHistogram, Scenario, Workload};
 
 /// The contenders, in table order; the first measures the timer alone.
-pub(super) const CONTENDERS: [&str; 5] =
-    ["timer only", "leakgate (tsc)", "leakgate (leased)", "governor", "mutex bucket"];
+pub(super) const CONTENDERS: [&str; 6] = [
+    "timer only",
+    "leakgate (tsc)",
+    "leakgate (leased)",
+    "leakgate (local)",
+    "governor",
+    "mutex bucket",
+];
 
 /// How many checks, in how many rounds, on how many threads.
 pub(super) struct Plan {
@@ -46,7 +52,9 @@ pub(super) fn measure(plan: &Plan) -> Vec<TailRow> {
         let governor = Scenario::Allowed.governor();
         let mutex = Scenario::Allowed.mutex_bucket();
         let leased = Scenario::Allowed.leased(TscClock::new());
-        let contenders: [&dyn Workload; 5] = [&Nothing, &leakgate, &leased, &governor, &mutex];
+        let local = Scenario::Allowed.local_leased(TscClock::new());
+        let contenders: [&dyn Workload; 6] =
+            [&Nothing, &leakgate, &leased, &local, &governor, &mutex];
         let mut merged: Vec<TailRow> = CONTENDERS
             .iter()
             .map(|&contender| TailRow {

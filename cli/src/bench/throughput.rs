@@ -5,8 +5,14 @@ use leakgate_baselines::{median, ns_per_decision, KeyedContenders, Scenario, Wor
 use std::time::Duration;
 
 /// The single-limiter contenders, in table order.
-pub(super) const CONTENDERS: [&str; 5] =
-    ["leakgate (tsc)", "leakgate (coarse)", "governor", "mutex bucket", "leakgate (leased)"];
+pub(super) const CONTENDERS: [&str; 6] = [
+    "leakgate (tsc)",
+    "leakgate (coarse)",
+    "governor",
+    "mutex bucket",
+    "leakgate (leased)",
+    "leakgate (local)",
+];
 /// The contender the others are compared with, in both tables.
 pub(super) const GOVERNOR: usize = 2;
 /// The keyed table sizes: one that fits in a core's caches and one that does not.
@@ -50,7 +56,8 @@ pub(super) fn measure(plan: &Plan) -> Results {
         let governor = scenario.governor();
         let mutex = scenario.mutex_bucket();
         let leased = scenario.leased(TscClock::new());
-        let contenders: [&dyn Workload; 5] = [&tsc, &coarse, &governor, &mutex, &leased];
+        let local = scenario.local_leased(TscClock::new());
+        let contenders: [&dyn Workload; 6] = [&tsc, &coarse, &governor, &mutex, &leased, &local];
         single.extend(rows(plan, name, &contenders, &bar));
     }
     let mut keyed = Vec::new();
