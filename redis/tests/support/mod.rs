@@ -29,6 +29,19 @@ pub fn redis_time_us(con: &mut redis::Connection) -> u64 {
     s * 1_000_000 + us
 }
 
+/// Waits (at most 20 s, polling every 20 ms) until `stats` count `more` decisions by Redis
+/// (admitted or refused) beyond those they count now: whether they did. For a test that waits
+/// for Redis to decide again after a failover.
+pub fn wait_for_redis_decisions(stats: impl Fn() -> leakgate_redis::Stats, more: u64) -> bool {
+    let decided = |s: leakgate_redis::Stats| s.redis_admitted + s.redis_denied;
+    let before = decided(stats());
+    let start = std::time::Instant::now();
+    while decided(stats()) < before + more && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    decided(stats()) >= before + more
+}
+
 /// A manual clock at a realistic Unix time (November 2023), for limiters on the caller's clock.
 pub fn epoch() -> leakgate::ManualClock {
     let clock = leakgate::ManualClock::new();
