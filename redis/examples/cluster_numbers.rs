@@ -17,6 +17,7 @@ use leakgate_redis::{AsyncRedisLimiter, Builder, LeaseConfig};
 use leakgate_test_support::Cluster;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::numbers::{cpu_secs, median, rounded};
 use support::RedisServer;
 
 const TASKS: usize = 64;
@@ -93,9 +94,9 @@ fn measure(
             .connect_async(),
     );
     let lim = lim.unwrap();
-    let cpu_before: f64 = ports.iter().map(|&p| cpu_secs(p)).sum();
+    let cpu_before = cpu_secs(ports);
     let (count, secs) = rt.block_on(drive(lim.clone(), keys, run_for));
-    let cpu: f64 = ports.iter().map(|&p| cpu_secs(p)).sum::<f64>() - cpu_before;
+    let cpu = cpu_secs(ports) - cpu_before;
     let stats = lim.stats();
     assert_eq!(
         stats.policy_admitted + stats.policy_denied,
@@ -142,24 +143,4 @@ async fn leased(cluster: &Cluster, run_for: Duration) -> (u64, u64) {
         .unwrap();
     let (count, _) = drive(lim.clone(), 1, run_for).await;
     (count, lim.stats().round_trips)
-}
-
-/// A node's CPU time so far (`INFO cpu`: user + system, main thread and children), in seconds.
-fn cpu_secs(port: u16) -> f64 {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let mut con = client.get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("cpu").query(&mut con).unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn rounded(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| *x as u64).collect()
 }

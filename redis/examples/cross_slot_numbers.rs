@@ -15,6 +15,7 @@ use leakgate_redis::{AsyncRedisLimiter, Builder};
 use leakgate_test_support::Cluster;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::numbers::{cpu_secs, median, rounded};
 
 const TASKS: usize = 64;
 const PAIRS: usize = 1024;
@@ -51,7 +52,7 @@ fn main() {
     }
     println!("\nmedian of 3 (decisions/s of each round in brackets):");
     for ((label, _), (rate, trips, cpu)) in shapes.iter().zip(&mut results) {
-        let rounds: Vec<u64> = rate.iter().map(|x| *x as u64).collect();
+        let rounds = rounded(rate);
         println!(
             "  {label} {:>8.0} decisions/s {rounds:?}  {:.2} round trips/decision  Redis CPU \
              {:>5.1} us/decision (all masters)",
@@ -79,9 +80,9 @@ fn measure(
             .connect_async(),
     );
     let lim = lim.unwrap();
-    let cpu_before: f64 = ports.iter().map(|&p| cpu_secs(p)).sum();
+    let cpu_before = cpu_secs(ports);
     let (count, secs) = rt.block_on(drive(lim.clone(), shape, run_for));
-    let cpu: f64 = ports.iter().map(|&p| cpu_secs(p)).sum::<f64>() - cpu_before;
+    let cpu = cpu_secs(ports) - cpu_before;
     let stats = lim.stats();
     assert_eq!(
         stats.policy_admitted + stats.policy_denied,
@@ -127,20 +128,4 @@ async fn drive(lim: AsyncRedisLimiter, shape: Shape, run_for: Duration) -> (u64,
         total += t.await.unwrap();
     }
     (total, start.elapsed().as_secs_f64())
-}
-
-/// A node's CPU time so far (`INFO cpu`: user + system, main thread and children), in seconds.
-fn cpu_secs(port: u16) -> f64 {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let mut con = client.get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("cpu").query(&mut con).unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }

@@ -1,11 +1,13 @@
 //! What the tests, the benchmark and the examples share: a real `redis-server` per test
-//! (`leakgate-test-support`'s, re-exported), the exact model (`model`) and its rule keys across reloads (`reload_model`), a
-//! floating-seconds script to compare with (`float`), child processes of a test binary
-//! (`workers`), and a few limiters and clocks.
+//! (`leakgate-test-support`'s, re-exported), the exact model (`model`) and its rule keys across
+//! reloads (`reload_model`), a floating-seconds script to compare with (`float`), child
+//! processes of a test binary (`workers`), the numbers examples' CPU readings and medians
+//! (`numbers`), and a few limiters, clocks and waits.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod float;
 pub mod model;
+pub mod numbers;
 pub mod reload_model;
 pub mod workers;
 
