@@ -17,45 +17,20 @@
 //! `cargo bench --bench keyed_concurrency [-- ROUNDS [N,N,...] [THREADS,...]]`: 7 rounds by
 //! default, N in 1000 and 1000000, 1 and 2 threads.
 
+#[path = "support/orders.rs"]
+mod orders;
+
 use leakgate::{KeyedConcurrencyLimiter, KeyedLimiter, Quota};
+use orders::{list, median, run, Op, Order};
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::hint::black_box;
-use std::sync::{Barrier, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
-
-/// A large odd multiplier, prime to every N measured.
-const M: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// The limit per key: above what two threads hold at once.
 const MAX: u32 = 64;
-
-#[derive(Clone, Copy, Debug)]
-enum Order {
-    Scattered,
-    Random,
-}
-
-impl Order {
-    #[inline(always)]
-    fn key(self, i: u64, n: u64, mul: u64, state: &mut u64) -> u64 {
-        match self {
-            Order::Scattered => ((u128::from(i) * u128::from(mul)) % u128::from(n)) as u64,
-            Order::Random => {
-                *state ^= *state << 13;
-                *state ^= *state >> 7;
-                *state ^= *state << 17;
-                ((u128::from(*state) * u128::from(n)) >> 64) as u64
-            }
-        }
-    }
-}
-
-trait Op: Sync {
-    /// One operation on `key`: whether it succeeded.
-    fn op(&self, key: &u64) -> bool;
-}
 
 impl Op for KeyedConcurrencyLimiter<u64> {
     #[inline(always)]
@@ -128,58 +103,6 @@ impl Op for Sharded {
     }
 }
 
-/// This thread's time on a processor so far, in nanoseconds (Linux `schedstat`).
-fn cpu_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("Linux schedstat");
-    stat.split_whitespace().next().and_then(|ns| ns.parse().ok()).expect("a count of ns")
-}
-
-/// `steps` operations per thread on `threads` threads in `order`: processor ns per operation.
-fn run(lim: &impl Op, order: Order, n: u64, threads: u64, steps: u64, round: u64) -> f64 {
-    let barrier = Barrier::new(threads as usize);
-    let mul = M % n;
-    let cpu: u64 = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    let offset = (t * n / threads + round * 7_919) % n;
-                    let mut state = 0x2545_F491_4F6C_DD1D ^ (t + 1).wrapping_mul(M) ^ round;
-                    let mut ok = 0u64;
-                    barrier.wait();
-                    let start = cpu_ns();
-                    for i in 0..steps {
-                        let key = order.key(offset + i, n, mul, &mut state);
-                        ok += u64::from(lim.op(black_box(&key)));
-                    }
-                    let cpu = cpu_ns() - start;
-                    assert_eq!(ok, steps, "every operation succeeds");
-                    cpu
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().expect("bench thread")).sum()
-    });
-    cpu as f64 / (steps * threads) as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
-fn list(arg: Option<&String>, default: &[u64]) -> Vec<u64> {
-    arg.map_or_else(
-        || default.to_vec(),
-        |a| a.split(',').map(|x| x.parse().expect("a number")).collect(),
-    )
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let rounds: u64 = args.first().map_or(7, |a| a.parse().expect("rounds"));
@@ -214,9 +137,9 @@ fn main() {
                     for j in 0..3 {
                         let which = (j + round as usize) % 3;
                         got[which] = match which {
-                            0 => run(&lockfree, order, n, threads, steps, round),
-                            1 => run(&mutex, order, n, threads, steps, round),
-                            _ => run(&rate, order, n, threads, steps, round),
+                            0 => run(&lockfree, order, n, threads, steps, round).1,
+                            1 => run(&mutex, order, n, threads, steps, round).1,
+                            _ => run(&rate, order, n, threads, steps, round).1,
                         };
                     }
                     l.push(got[0]);

@@ -20,14 +20,16 @@
 //! `with_capacity(N)` gave before small tables had headroom (800 keys and a quarter more round up
 //! to 1,024 slots).
 
+#[path = "support/orders.rs"]
+mod orders;
+
 use governor::clock::DefaultClock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use leakgate::{Clock, KeyedLimiter, Quota, TscClock};
-use std::hint::black_box;
+use orders::{list, median, run, Op, Order};
 use std::num::NonZeroU32;
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Governor = governor::RateLimiter<
     u64,
@@ -36,54 +38,16 @@ type Governor = governor::RateLimiter<
     NoOpMiddleware<<DefaultClock as governor::clock::Clock>::Instant>,
 >;
 
-/// A large odd multiplier, prime to every N measured (it is prime to 2 and 5).
-const M: u64 = 0x9E37_79B9_7F4A_7C15;
-
-#[derive(Clone, Copy, Debug)]
-enum Order {
-    Sequential,
-    Scattered,
-    Random,
-}
-
-impl Order {
-    /// The key of step `i` of `n` keys (`mul` is `M mod n`); `state` is the random order's
-    /// generator.
+impl Op for KeyedLimiter<u64, TscClock> {
     #[inline(always)]
-    fn key(self, i: u64, n: u64, mul: u64, state: &mut u64) -> u64 {
-        match self {
-            Order::Sequential => {
-                if i >= n {
-                    i % n
-                } else {
-                    i
-                }
-            }
-            Order::Scattered => ((u128::from(i) * u128::from(mul)) % u128::from(n)) as u64,
-            Order::Random => {
-                *state ^= *state << 13;
-                *state ^= *state >> 7;
-                *state ^= *state << 17;
-                ((u128::from(*state) * u128::from(n)) >> 64) as u64
-            }
-        }
-    }
-}
-
-trait Check: Sync {
-    fn check(&self, key: &u64) -> bool;
-}
-
-impl Check for KeyedLimiter<u64, TscClock> {
-    #[inline(always)]
-    fn check(&self, key: &u64) -> bool {
+    fn op(&self, key: &u64) -> bool {
         KeyedLimiter::check(self, key).is_ok()
     }
 }
 
-impl Check for Governor {
+impl Op for Governor {
     #[inline(always)]
-    fn check(&self, key: &u64) -> bool {
+    fn op(&self, key: &u64) -> bool {
         self.check_key(key).is_ok()
     }
 }
@@ -121,9 +85,9 @@ impl Floor {
     }
 }
 
-impl Check for Floor {
+impl Op for Floor {
     #[inline(always)]
-    fn check(&self, key: &u64) -> bool {
+    fn op(&self, key: &u64) -> bool {
         use std::sync::atomic::Ordering::{Acquire, Relaxed};
         const SEED: u64 = 0x9E37_79B9_7F4A_7C15;
         let fold = |a: u64, b: u64| {
@@ -154,69 +118,9 @@ impl Check for Floor {
     }
 }
 
-/// This thread's time on a processor so far, in nanoseconds (Linux: the first field of
-/// `/proc/thread-self/schedstat`). Time the thread spent waiting for a processor while other
-/// programs ran is not in it.
-fn cpu_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("Linux schedstat");
-    stat.split_whitespace().next().and_then(|ns| ns.parse().ok()).expect("a count of ns")
-}
-
-/// `steps` checks per thread on `threads` threads in `order`: ns per check, over all checks of
-/// all threads, as (wall time, processor time of the threads).
-fn run(lim: &impl Check, order: Order, n: u64, threads: u64, steps: u64, round: u64) -> (f64, f64) {
-    let barrier = Barrier::new(threads as usize + 1);
-    let mul = M % n;
-    let (wall, cpu) = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    // Each thread, and each round, from its own place in the order.
-                    let offset = (t * n / threads + round * 7_919) % n;
-                    let mut state = 0x2545_F491_4F6C_DD1D ^ (t + 1).wrapping_mul(M) ^ round;
-                    let mut admitted = 0u64;
-                    barrier.wait();
-                    let start = cpu_ns();
-                    for i in 0..steps {
-                        let key = order.key(offset + i, n, mul, &mut state);
-                        admitted += u64::from(lim.check(black_box(&key)));
-                    }
-                    let cpu = cpu_ns() - start;
-                    assert_eq!(admitted, steps, "every check is admitted");
-                    cpu
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let cpu: u64 = workers.into_iter().map(|w| w.join().expect("bench thread")).sum();
-        (start.elapsed(), cpu)
-    });
-    let checks = (steps * threads) as f64;
-    (wall.as_nanos() as f64 / checks, cpu as f64 / checks)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
-
-fn list(arg: Option<&String>, default: &[u64]) -> Vec<u64> {
-    arg.map_or_else(
-        || default.to_vec(),
-        |a| a.split(',').map(|x| x.parse().expect("a number")).collect(),
-    )
-}
-
 /// One (N, order, threads) row: `rounds` rounds, the two contenders in turns, and the floor.
 fn row(
-    (leakgate, governor, floor): (&impl Check, &impl Check, &Floor),
+    (leakgate, governor, floor): (&impl Op, &impl Op, &Floor),
     (n, order, threads): (u64, Order, u64),
     rounds: u64,
 ) {
@@ -270,7 +174,7 @@ fn main() {
         let governor: Governor = governor::RateLimiter::keyed(gquota);
         let floor = Floor::new(leakgate.capacity() as u64);
         for key in 0..n {
-            assert!(Check::check(&leakgate, &key) && Check::check(&governor, &key));
+            assert!(leakgate.op(&key) && governor.op(&key));
         }
         for order in [Order::Sequential, Order::Scattered, Order::Random] {
             for &threads in &thread_counts {

@@ -9,32 +9,10 @@ use leakgate::{Clock, LeasedLimiter, Leases, LocalLease, ManualClock, Quota};
 use proptest::prelude::*;
 use std::time::Duration;
 
-/// Plain GCRA in `u128` with time scaled by `count`, so `T = period` is an integer: the exact
-/// limiter as the contract states it.
-struct Model {
-    count: u128,
-    t: u128,
-    tau: u128,
-    tat: u128,
-}
+#[path = "support/gcra.rs"]
+mod gcra;
 
-impl Model {
-    fn new(q: &Quota) -> Model {
-        let (count, t) = (u128::from(q.count()), q.period().as_nanos());
-        Model { count, t, tau: u128::from(q.burst()) * t, tat: 0 }
-    }
-
-    fn check(&mut self, now_ns: u64, n: u64) -> bool {
-        let now = u128::from(now_ns) * self.count;
-        let start = self.tat.max(now);
-        let new = start + u128::from(n) * self.t;
-        let ok = n == 0 || new - now <= self.tau;
-        if ok {
-            self.tat = new;
-        }
-        ok
-    }
-}
+use gcra::Model;
 
 fn quota(per_second: u64, burst: u64) -> Quota {
     Quota::new(per_second, Duration::from_secs(1), burst).unwrap()

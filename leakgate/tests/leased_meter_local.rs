@@ -6,42 +6,51 @@
 
 mod support;
 
-use leakgate::{Clock, Color, LeasedSrTcm, LeasedTrTcm, Leases, LocalMeter, ManualClock, Quota};
+use leakgate::{
+    Clock, Color, LeasedMeter, LeasedSrTcm, LeasedTrTcm, Leases, LocalMeter, ManualClock, Quota,
+};
 use proptest::prelude::*;
 use std::time::Duration;
 use support::rfc::{RefSrTcm, RefTrTcm};
 use support::{bytes, rate};
 
-/// CIR's ticks fallen by `ns`, exactly.
-fn ticks(rate: (u64, u64), ns: u64) -> u128 {
-    u128::from(ns) * u128::from(rate.0) / u128::from(rate.1)
-}
+#[path = "support/window.rs"]
+mod window;
 
-/// Over every window that starts and ends at a packet, the units of the colours `counted` stay
-/// within `size + ticks + e`.
-fn assert_bound(
-    rate: (u64, u64),
-    size: u64,
-    e: u64,
-    packets: &[(u64, u64, Color)],
-    counted: &[Color],
-) {
-    let packets: Vec<_> = packets.iter().filter(|p| counted.contains(&p.2)).collect();
-    for i in 0..packets.len() {
-        let t1 = packets[i].0;
-        let mut sum = 0u128;
-        for &&(t2, n, _) in &packets[i..] {
-            sum += u128::from(n);
-            let limit = u128::from(size) + ticks(rate, t2) - ticks(rate, t1) + u128::from(e);
-            assert!(sum <= limit, "{counted:?}: {sum} in [{t1}, {t2}] ns, bound {limit}");
-        }
-    }
-}
+use window::assert_bound;
 
 /// The steps of a run: who colours (0, 1: a handle; 2, 3: a slot; 4, 5: drop a handle), the
 /// packet's size and the clock step.
 fn steps() -> impl Strategy<Value = Vec<(u8, u64, u64)>> {
     prop::collection::vec((0u8..6, 1u64..1_600, prop_oneof![0u64..3_000, 0u64..300_000]), 1..250)
+}
+
+/// Runs `steps` on `meter`: two handles (slots 0 and 1) made and dropped, and packets coloured on
+/// slots 2 and 3 by `at_slot`; the packets as `(time, size, colour)`.
+fn run<M: LeasedMeter>(
+    meter: &M,
+    clock: &ManualClock,
+    steps: Vec<(u8, u64, u64)>,
+    at_slot: impl Fn(usize, u64, u64) -> Color,
+) -> Vec<(u64, u64, Color)> {
+    let mut handles: [Option<LocalMeter<&M>>; 2] = [None, None];
+    let mut packets = Vec::new();
+    for (who, size, dt) in steps {
+        clock.advance(Duration::from_nanos(dt));
+        let now = clock.now_ns();
+        let colour = match who {
+            0 | 1 => handles[usize::from(who)]
+                .get_or_insert_with(|| LocalMeter::with_slot(meter, usize::from(who)))
+                .color_blind_at(size, now),
+            2 | 3 => at_slot(usize::from(who), size, now),
+            _ => {
+                handles[usize::from(who) - 4] = None;
+                continue;
+            }
+        };
+        packets.push((now, size, colour));
+    }
+    packets
 }
 
 proptest! {
@@ -60,23 +69,7 @@ proptest! {
         let leases = Leases::new().span(Duration::from_micros(span_us)).slots(slots);
         let meter = LeasedSrTcm::with_leases(bytes(rate, cbs), ebs, clock.clone(), leases).unwrap();
         let e = meter.excess_bound();
-        let mut handles: [Option<LocalMeter<&LeasedSrTcm<ManualClock>>>; 2] = [None, None];
-        let mut packets = Vec::new();
-        for (who, size, dt) in steps {
-            clock.advance(Duration::from_nanos(dt));
-            let now = clock.now_ns();
-            let colour = match who {
-                0 | 1 => handles[usize::from(who)]
-                    .get_or_insert_with(|| LocalMeter::with_slot(&meter, usize::from(who)))
-                    .color_blind_at(size, now),
-                2 | 3 => meter.color_blind_at_slot(usize::from(who), size, now),
-                _ => {
-                    handles[usize::from(who) - 4] = None;
-                    continue;
-                }
-            };
-            packets.push((now, size, colour));
-        }
+        let packets = run(&meter, &clock, steps, |slot, n, now| meter.color_blind_at_slot(slot, n, now));
         assert_bound(rate, cbs, e, &packets, &[Color::Green]);
         assert_bound(rate, cbs + ebs, e, &packets, &[Color::Green, Color::Yellow]);
     }
@@ -94,23 +87,7 @@ proptest! {
         let (peak, committed) = (bytes((rate.0 * 2, rate.1), cbs), bytes(rate, cbs));
         let meter = LeasedTrTcm::with_leases(peak, committed, clock.clone(), leases).unwrap();
         let e = meter.excess_bound();
-        let mut handles: [Option<LocalMeter<&LeasedTrTcm<ManualClock>>>; 2] = [None, None];
-        let mut packets = Vec::new();
-        for (who, size, dt) in steps {
-            clock.advance(Duration::from_nanos(dt));
-            let now = clock.now_ns();
-            let colour = match who {
-                0 | 1 => handles[usize::from(who)]
-                    .get_or_insert_with(|| LocalMeter::with_slot(&meter, usize::from(who)))
-                    .color_blind_at(size, now),
-                2 | 3 => meter.color_blind_at_slot(usize::from(who), size, now),
-                _ => {
-                    handles[usize::from(who) - 4] = None;
-                    continue;
-                }
-            };
-            packets.push((now, size, colour));
-        }
+        let packets = run(&meter, &clock, steps, |slot, n, now| meter.color_blind_at_slot(slot, n, now));
         assert_bound(rate, cbs, e, &packets, &[Color::Green]);
     }
 

@@ -17,6 +17,7 @@ use leakgate_redis::{AsyncRedisLimiter, Builder, LeaseConfig};
 use leakgate_test_support::Cluster;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::numbers::{measure, median, rounded};
 use support::RedisServer;
 
 const TASKS: usize = 64;
@@ -36,15 +37,15 @@ fn main() {
         let (mut wait_rate, mut wait_cpu) = (vec![], vec![]);
         for round in 0..3 {
             let b = Builder::new(server.url());
-            let (r, c) = measure(&rt, b, &one, keys, run_for, round);
+            let (r, c) = measure_keys(&rt, b, &one, keys, run_for, round);
             one_rate.push(r);
             one_cpu.push(c);
             let b = Builder::cluster(cluster.seeds());
-            let (r, c) = measure(&rt, b, &masters, keys, run_for, round);
+            let (r, c) = measure_keys(&rt, b, &masters, keys, run_for, round);
             cl_rate.push(r);
             cl_cpu.push(c);
             let b = Builder::cluster(cluster.seeds()).wait_for_replicas(1);
-            let (r, c) = measure(&rt, b, &masters, keys, run_for, round);
+            let (r, c) = measure_keys(&rt, b, &masters, keys, run_for, round);
             wait_rate.push(r);
             wait_cpu.push(c);
         }
@@ -77,7 +78,7 @@ fn main() {
 }
 
 /// Decisions/s and Redis CPU µs per decision (summed over `ports`) for `keys` keys.
-fn measure(
+fn measure_keys(
     rt: &tokio::runtime::Runtime,
     builder: Builder,
     ports: &[u16],
@@ -85,24 +86,10 @@ fn measure(
     run_for: Duration,
     round: usize,
 ) -> (f64, f64) {
-    let lim = rt.block_on(
-        builder
-            .quota("1000000000/s".parse().unwrap())
-            .prefix(format!("n{round}:"))
-            .deadline(Duration::from_millis(200))
-            .connect_async(),
-    );
-    let lim = lim.unwrap();
-    let cpu_before: f64 = ports.iter().map(|&p| cpu_secs(p)).sum();
-    let (count, secs) = rt.block_on(drive(lim.clone(), keys, run_for));
-    let cpu: f64 = ports.iter().map(|&p| cpu_secs(p)).sum::<f64>() - cpu_before;
-    let stats = lim.stats();
-    assert_eq!(
-        stats.policy_admitted + stats.policy_denied,
-        0,
-        "every decision by Redis: {stats:?}"
-    );
-    (count as f64 / secs, cpu * 1e6 / count.max(1) as f64)
+    let prefix = format!("n{round}:");
+    let (count, secs, cpu_us, _) =
+        measure(rt, builder, prefix, ports, |lim| drive(lim, keys, run_for));
+    (count as f64 / secs, cpu_us)
 }
 
 /// `TASKS` tasks checking keys in turn until `run_for` has passed: (decisions, seconds).
@@ -142,24 +129,4 @@ async fn leased(cluster: &Cluster, run_for: Duration) -> (u64, u64) {
         .unwrap();
     let (count, _) = drive(lim.clone(), 1, run_for).await;
     (count, lim.stats().round_trips)
-}
-
-/// A node's CPU time so far (`INFO cpu`: user + system, main thread and children), in seconds.
-fn cpu_secs(port: u16) -> f64 {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let mut con = client.get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("cpu").query(&mut con).unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn rounded(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| *x as u64).collect()
 }

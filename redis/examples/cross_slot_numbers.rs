@@ -15,6 +15,7 @@ use leakgate_redis::{AsyncRedisLimiter, Builder};
 use leakgate_test_support::Cluster;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::numbers::{measure, median, rounded};
 
 const TASKS: usize = 64;
 const PAIRS: usize = 1024;
@@ -43,7 +44,7 @@ fn main() {
     let mut results = vec![(vec![], vec![], vec![]); shapes.len()];
     for round in 0..3 {
         for (s, &(_, shape)) in shapes.iter().enumerate() {
-            let (rate, trips, cpu) = measure(&rt, &cluster, &masters, shape, run_for, round);
+            let (rate, trips, cpu) = measure_shape(&rt, &cluster, &masters, shape, run_for, round);
             results[s].0.push(rate);
             results[s].1.push(trips);
             results[s].2.push(cpu);
@@ -51,7 +52,7 @@ fn main() {
     }
     println!("\nmedian of 3 (decisions/s of each round in brackets):");
     for ((label, _), (rate, trips, cpu)) in shapes.iter().zip(&mut results) {
-        let rounds: Vec<u64> = rate.iter().map(|x| *x as u64).collect();
+        let rounds = rounded(rate);
         println!(
             "  {label} {:>8.0} decisions/s {rounds:?}  {:.2} round trips/decision  Redis CPU \
              {:>5.1} us/decision (all masters)",
@@ -63,7 +64,7 @@ fn main() {
 }
 
 /// Decisions/s, round trips per decision and Redis CPU µs per decision for `shape`.
-fn measure(
+fn measure_shape(
     rt: &tokio::runtime::Runtime,
     cluster: &Cluster,
     ports: &[u16],
@@ -71,26 +72,12 @@ fn measure(
     run_for: Duration,
     round: usize,
 ) -> (f64, f64, f64) {
-    let lim = rt.block_on(
-        Builder::cluster(cluster.seeds())
-            .quota("1000000000/s".parse().unwrap())
-            .prefix(format!("x{round}:"))
-            .deadline(Duration::from_millis(200))
-            .connect_async(),
-    );
-    let lim = lim.unwrap();
-    let cpu_before: f64 = ports.iter().map(|&p| cpu_secs(p)).sum();
-    let (count, secs) = rt.block_on(drive(lim.clone(), shape, run_for));
-    let cpu: f64 = ports.iter().map(|&p| cpu_secs(p)).sum::<f64>() - cpu_before;
-    let stats = lim.stats();
-    assert_eq!(
-        stats.policy_admitted + stats.policy_denied,
-        0,
-        "every decision by Redis: {stats:?}"
-    );
+    let builder = Builder::cluster(cluster.seeds());
+    let prefix = format!("x{round}:");
+    let (count, secs, cpu_us, stats) =
+        measure(rt, builder, prefix, ports, |lim| drive(lim, shape, run_for));
     assert_eq!(stats.redis_denied, 0, "every call admitted: {stats:?}");
-    let per = |x: f64| x / count.max(1) as f64;
-    (count as f64 / secs, per(stats.round_trips as f64), per(cpu * 1e6))
+    (count as f64 / secs, stats.round_trips as f64 / count.max(1) as f64, cpu_us)
 }
 
 /// `TASKS` tasks deciding key pairs in turn until `run_for` has passed: (decisions, seconds).
@@ -127,20 +114,4 @@ async fn drive(lim: AsyncRedisLimiter, shape: Shape, run_for: Duration) -> (u64,
         total += t.await.unwrap();
     }
     (total, start.elapsed().as_secs_f64())
-}
-
-/// A node's CPU time so far (`INFO cpu`: user + system, main thread and children), in seconds.
-fn cpu_secs(port: u16) -> f64 {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let mut con = client.get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("cpu").query(&mut con).unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }

@@ -140,12 +140,7 @@ fn case(lag_ms: u64, wait: bool) -> Report {
     cluster.wait_ok();
     // Redis decides again, then a little more load; then the clock stops and the load takes
     // whatever is left.
-    let decided = |s: leakgate_redis::Stats| s.redis_admitted + s.redis_denied;
-    let before = decided(lim.stats());
-    let start = Instant::now();
-    while decided(lim.stats()) < before + 200 && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait_for_redis_decisions(|| lim.stats(), 200);
     frozen.store(false, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(300));
     stop_clock.store(true, Ordering::Relaxed);
@@ -180,7 +175,7 @@ fn case(lag_ms: u64, wait: bool) -> Report {
         over_max,
         live_over,
         moved,
-        redis_decided: decided(s),
+        redis_decided: s.redis_admitted + s.redis_denied,
         policy_decided: s.policy_admitted + s.policy_denied,
     }
 }

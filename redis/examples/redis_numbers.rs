@@ -20,6 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::float::FloatGcra;
+use support::numbers::{median, rounded};
 use support::RedisServer;
 
 const TASKS: usize = 64;
@@ -128,15 +129,6 @@ fn server_usec_per_call(server: &RedisServer) -> f64 {
         .and_then(|l| l.split("usec_per_call=").nth(1))
         .and_then(|v| v.split(',').next())
         .map_or(0.0, |v| v.parse().unwrap())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn rounded(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| *x as u64).collect()
 }
 
 /// Runs `TASKS` tasks calling `check(task)` until `run_for` has passed; returns decisions/s.

@@ -50,6 +50,88 @@ fn no_hold_left(cluster: &Cluster) {
     }
 }
 
+/// A limiter the contention tests drive: an all-or-nothing call of `n` units on `keys`, and
+/// what a key has left.
+trait Contended: Send {
+    fn admits(&self, keys: &[&str], n: u64) -> bool;
+    fn remaining(&self, key: &str) -> u64;
+}
+
+impl Contended for RedisLimiter {
+    fn admits(&self, keys: &[&str], n: u64) -> bool {
+        self.check_all_n(keys, n).is_ok()
+    }
+
+    fn remaining(&self, key: &str) -> u64 {
+        self.peek(key).unwrap().remaining()
+    }
+}
+
+impl Contended for RedisRuleLimiter {
+    fn admits(&self, keys: &[&str], n: u64) -> bool {
+        self.check_all_n(keys, n).is_ok()
+    }
+
+    fn remaining(&self, key: &str) -> u64 {
+        self.peek(key).unwrap().remaining()
+    }
+}
+
+/// Six clients from `limiter` (each its own connection), one thread each, make `calls` calls
+/// of 1 to 3 units on one or two of `keys` (drawn by an xorshift from `seed`), on one frozen
+/// clock: every unit a key admits stays charged, so each key admits at most `burst` and its
+/// state (read on a seventh client) is exactly what it admitted; some key is run down, and no
+/// hold is left.
+fn contend<L: Contended>(
+    cluster: &Cluster,
+    limiter: impl Fn() -> L,
+    keys: [&str; 6],
+    burst: u64,
+    (seed, calls): (u64, usize),
+) {
+    let per_client: Vec<[u64; 6]> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6u64)
+            .map(|c| {
+                let lim = limiter();
+                s.spawn(move || {
+                    let mut units = [0u64; 6];
+                    let mut x = seed ^ c;
+                    for _ in 0..calls {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (i, j, n) =
+                            ((x % 6) as usize, ((x >> 8) % 6) as usize, 1 + (x >> 16) % 3);
+                        let call: Vec<&str> = if x.is_multiple_of(4) {
+                            vec![keys[i]]
+                        } else {
+                            vec![keys[i], keys[j]]
+                        };
+                        if lim.admits(&call, n) {
+                            for k in &call {
+                                units[keys.iter().position(|x| x == k).unwrap()] += n;
+                            }
+                        }
+                    }
+                    units
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let lim = limiter();
+    let mut refused_somewhere = false;
+    for (k, key) in keys.iter().enumerate() {
+        let units: u64 = per_client.iter().map(|u| u[k]).sum();
+        assert!(units <= burst, "{key} admitted {units} > {burst}");
+        let left = lim.remaining(key);
+        assert_eq!(left, burst - units, "{key}: the state is what was admitted");
+        refused_somewhere |= left < 3;
+    }
+    assert!(refused_somewhere, "the keys were never contended");
+    no_hold_left(cluster);
+}
+
 /// The value of `key` on the master that holds it.
 fn get(cluster: &Cluster, key: &[u8]) -> String {
     let mut con = cluster.nodes()[cluster.master_of(key)].connection();
@@ -93,51 +175,8 @@ fn contending_cross_slot_calls_never_admit_past_the_burst_nor_leave_a_charge() {
     let cluster = Cluster::start();
     let clock = support::epoch();
     let quota = format!("1/h burst {BURST}");
-    // Six clients, each its own connection, on one frozen clock: every unit a key admits stays
-    // charged, so each key admits at most its burst, and its state is exactly what it admitted.
-    let per_client: Vec<[u64; 6]> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..6u64)
-            .map(|c| {
-                let lim = limiter(&cluster, &quota, &clock);
-                s.spawn(move || {
-                    let mut units = [0u64; 6];
-                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ c;
-                    for _ in 0..80 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let (i, j, n) =
-                            ((x % 6) as usize, ((x >> 8) % 6) as usize, 1 + (x >> 16) % 3);
-                        let keys: Vec<&str> = if x.is_multiple_of(4) {
-                            vec![KEYS[i]]
-                        } else {
-                            vec![KEYS[i], KEYS[j]]
-                        };
-                        if lim.check_all_n(&keys, n).is_ok() {
-                            for k in &keys {
-                                units[KEYS.iter().position(|x| x == k).unwrap()] += n;
-                            }
-                        }
-                    }
-                    units
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let lim = limiter(&cluster, &quota, &clock);
-    let mut refused_somewhere = false;
-    for (k, key) in KEYS.iter().enumerate() {
-        let units: u64 = per_client.iter().map(|u| u[k]).sum();
-        assert!(units <= BURST, "{key} admitted {units} > {BURST}");
-        let left = lim.peek(key).unwrap().remaining();
-        assert_eq!(left, BURST - units, "{key}: the state is what was admitted");
-        refused_somewhere |= left < 3;
-    }
-    assert!(refused_somewhere, "the keys were never contended");
-    for key in cluster.keys("leakgate:*") {
-        assert!(!get(&cluster, &key).contains(';'), "a hold was left");
-    }
+    let make = || limiter(&cluster, &quota, &clock);
+    contend(&cluster, make, KEYS, BURST, (0x9e37_79b9_7f4a_7c15, 80));
 }
 
 #[test]
@@ -223,47 +262,6 @@ fn contending_cross_slot_rule_calls_never_admit_past_the_burst_nor_leave_a_charg
         "tenant",
         [format!("1/h burst {BURST}").parse().unwrap(), "1/s burst 100".parse().unwrap()],
     );
-    // Six clients on one frozen clock: each key admits at most its burst, and its state is
-    // exactly what it admitted.
-    let per_client: Vec<[u64; 6]> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..6u64)
-            .map(|c| {
-                let lim = rules_limiter(&cluster, r.clone(), &clock);
-                s.spawn(move || {
-                    let mut units = [0u64; 6];
-                    let mut x = 0x2545_f491_4f6c_dd1du64 ^ c;
-                    for _ in 0..60 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let (i, j, n) =
-                            ((x % 6) as usize, ((x >> 8) % 6) as usize, 1 + (x >> 16) % 3);
-                        let keys: Vec<&str> = if x.is_multiple_of(4) {
-                            vec![KEYS[i]]
-                        } else {
-                            vec![KEYS[i], KEYS[j]]
-                        };
-                        if lim.check_all_n(&keys, n).is_ok() {
-                            for k in &keys {
-                                units[KEYS.iter().position(|x| x == k).unwrap()] += n;
-                            }
-                        }
-                    }
-                    units
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let lim = rules_limiter(&cluster, r, &clock);
-    let mut refused_somewhere = false;
-    for (k, key) in KEYS.iter().enumerate() {
-        let units: u64 = per_client.iter().map(|u| u[k]).sum();
-        assert!(units <= BURST, "{key} admitted {units} > {BURST}");
-        let left = lim.peek(key).unwrap().remaining();
-        assert_eq!(left, BURST - units, "{key}: the state is what was admitted");
-        refused_somewhere |= left < 3;
-    }
-    assert!(refused_somewhere, "the keys were never contended");
-    no_hold_left(&cluster);
+    let make = || rules_limiter(&cluster, r.clone(), &clock);
+    contend(&cluster, make, KEYS, BURST, (0x2545_f491_4f6c_dd1d, 60));
 }

@@ -129,13 +129,8 @@ fn a_master_killed_under_load_fails_over_within_the_bound() {
     cluster.wait_ok();
     // Checks resume: Redis decides again soon after the promotion (the client finds the new
     // master by MOVED or a refreshed slot map).
-    let decided = |s: leakgate_redis::Stats| s.redis_admitted + s.redis_denied;
-    let before = decided(lim.stats());
-    let start = Instant::now();
-    while decided(lim.stats()) < before + 200 && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(decided(lim.stats()) >= before + 200, "Redis did not decide again: {:?}", lim.stats());
+    let again = support::wait_for_redis_decisions(|| lim.stats(), 200);
+    assert!(again, "Redis did not decide again: {:?}", lim.stats());
     std::thread::sleep(Duration::from_millis(300));
     let moved = drain(ticker, &stop_clock, &admitted, &stop, workers);
     let bound = BURST + moved / T_MS;

@@ -7,9 +7,8 @@ mod support;
 
 use leakgate_redis::{AsyncRedisConcurrency, Builder, Error};
 use leakgate_test_support::cluster::Cluster;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::workers::{assert_hammers_left_nothing, hammers, line_with, spawn_worker};
 use support::{redis_time_us, RedisServer};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -180,15 +179,10 @@ fn an_unreleased_permit_returns_after_its_ttl_not_before() {
 #[test]
 fn a_killed_holder_gives_its_permits_back_within_the_ttl() {
     let server = RedisServer::start();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["worker_entry_point", "--exact", "--nocapture", "--test-threads=1"])
-        .env("LEAKGATE_PERMITS_ROLE", "hold")
-        .env("LEAKGATE_PERMITS_URL", server.url())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let held = lines.find_map(|l| l.ok().filter(|l| l.contains("HELD "))).expect("the child holds");
+    let url = server.url();
+    let mut child =
+        spawn_worker(&[("LEAKGATE_PERMITS_ROLE", "hold"), ("LEAKGATE_PERMITS_URL", &url)]);
+    let held = line_with(&mut child, "HELD ");
     assert!(held.len() > 60, "{held}");
     let mut con = server.connection();
     let killed_us = redis_time_us(&mut con);
@@ -217,36 +211,12 @@ fn a_killed_holder_gives_its_permits_back_within_the_ttl() {
 #[test]
 fn never_more_than_max_across_processes() {
     let server = RedisServer::start();
-    let children: Vec<_> = (0..4)
-        .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .args(["worker_entry_point", "--exact", "--nocapture", "--test-threads=1"])
-                .env("LEAKGATE_PERMITS_ROLE", "hammer")
-                .env("LEAKGATE_PERMITS_URL", server.url())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let (mut peak, mut got, mut busy) = (0, 0, 0);
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "a worker failed");
-        let text = String::from_utf8(out.stdout).unwrap();
-        let line = text.lines().find_map(|l| l.find("HAMMER ").map(|at| &l[at + 7..])).unwrap();
-        let v: Vec<i64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
-        peak = peak.max(v[0]);
-        got += v[1];
-        busy += v[2];
-    }
-    println!("peak {peak}, acquired {got}, busy {busy}");
+    let url = server.url();
+    let (peak, got, busy) =
+        hammers(4, &[("LEAKGATE_PERMITS_ROLE", "hammer"), ("LEAKGATE_PERMITS_URL", &url)]);
     assert!(peak <= 3, "{peak} holders of 3 permits");
     assert!(got > 0 && busy > 0, "the processes contended: {got} acquired, {busy} busy");
-    let mut con = server.connection();
-    let holders: i64 = redis::cmd("GET").arg("holders").query(&mut con).unwrap();
-    assert_eq!(holders, 0);
-    let left: u64 = redis::cmd("ZCARD").arg("leakgate:permits1:shared").query(&mut con).unwrap();
-    assert_eq!(left, 0, "every permit released");
+    assert_hammers_left_nothing(&server);
 }
 
 #[test]

@@ -13,34 +13,9 @@ use leakgate_tower::{ConcurrencyLimitLayer, HeaderKey};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{client, Server};
+use support::{client, held_route, until, Server};
 use tokio::sync::Semaphore;
 use tower::{ServiceBuilder, ServiceExt};
-
-/// A route whose handler waits for a pass from `gate` before it answers.
-fn held_route(gate: Arc<Semaphore>) -> Router {
-    Router::new().route(
-        "/",
-        get(move || {
-            let gate = gate.clone();
-            async move {
-                gate.acquire().await.unwrap().forget();
-                "done"
-            }
-        }),
-    )
-}
-
-/// Waits for `cond`, failing the test rather than hanging if it never comes.
-async fn until(mut cond: impl FnMut() -> bool) {
-    for _ in 0..10_000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    panic!("the condition never came");
-}
 
 #[tokio::test]
 async fn past_max_is_refused_at_once_with_503_and_retry_after() {

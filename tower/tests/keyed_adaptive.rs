@@ -16,23 +16,12 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{client, Server};
+use support::{client, held_route, until, Server};
 use tokio::sync::Semaphore;
 use tower::{ServiceBuilder, ServiceExt};
 
 fn tenant() -> HeaderKey {
     HeaderKey::new(http::HeaderName::from_static("x-tenant"))
-}
-
-/// Waits for `cond`, failing the test rather than hanging if it never comes.
-async fn until(mut cond: impl FnMut() -> bool) {
-    for _ in 0..10_000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    panic!("the condition never came");
 }
 
 #[tokio::test]
@@ -67,24 +56,10 @@ async fn each_key_learns_its_own_limit_from_its_own_responses() {
 async fn a_key_at_its_limit_is_refused_at_once_and_grows_when_its_window_succeeds() {
     let table = Arc::new(KeyedAdaptiveConcurrency::<String>::aimd(1, 1, 10).unwrap());
     let gate = Arc::new(Semaphore::new(0));
-    let app = Router::new()
-        .route(
-            "/",
-            get({
-                let gate = gate.clone();
-                move || {
-                    let gate = gate.clone();
-                    async move {
-                        gate.acquire().await.unwrap().forget();
-                        "done"
-                    }
-                }
-            }),
-        )
-        .layer(
-            ConcurrencyLimitLayer::keyed_adaptive(table.clone(), tenant())
-                .retry_after(Duration::from_millis(2500)),
-        );
+    let app = held_route(gate.clone()).layer(
+        ConcurrencyLimitLayer::keyed_adaptive(table.clone(), tenant())
+            .retry_after(Duration::from_millis(2500)),
+    );
     let server = Server::start(app).await;
     let url = server.url("/");
     let first = tokio::spawn({
@@ -128,20 +103,7 @@ async fn past_its_bound_the_table_refuses_new_keys_while_all_are_busy() {
     let table =
         Arc::new(KeyedAdaptiveConcurrency::<String>::aimd(1, 1, 1).unwrap().with_capacity(64));
     let gate = Arc::new(Semaphore::new(0));
-    let app = Router::new()
-        .route(
-            "/",
-            get({
-                let gate = gate.clone();
-                move || {
-                    let gate = gate.clone();
-                    async move {
-                        gate.acquire().await.unwrap().forget();
-                        "done"
-                    }
-                }
-            }),
-        )
+    let app = held_route(gate.clone())
         .layer(ConcurrencyLimitLayer::keyed_adaptive(table.clone(), tenant()));
     let server = Server::start(app).await;
     let url = server.url("/");

@@ -1,11 +1,15 @@
 //! What the tests, the benchmark and the examples share: a real `redis-server` per test
-//! (`leakgate-test-support`'s, re-exported), the exact model (`model`) and its rule keys across reloads (`reload_model`), a
-//! floating-seconds script to compare with (`float`), and a few limiters and clocks.
+//! (`leakgate-test-support`'s, re-exported), the exact model (`model`) and its rule keys across
+//! reloads (`reload_model`), a floating-seconds script to compare with (`float`), child
+//! processes of a test binary (`workers`), the numbers examples' CPU readings and medians
+//! (`numbers`), and a few limiters, clocks and waits.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod float;
 pub mod model;
+pub mod numbers;
 pub mod reload_model;
+pub mod workers;
 
 pub use leakgate_test_support::RedisServer;
 use std::time::Duration;
@@ -25,6 +29,19 @@ pub fn patient_limiter(url: &str, quota: leakgate::Quota) -> leakgate_redis::Red
 pub fn redis_time_us(con: &mut redis::Connection) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
     s * 1_000_000 + us
+}
+
+/// Waits (at most 20 s, polling every 20 ms) until `stats` count `more` decisions by Redis
+/// (admitted or refused) beyond those they count now: whether they did. For a test that waits
+/// for Redis to decide again after a failover.
+pub fn wait_for_redis_decisions(stats: impl Fn() -> leakgate_redis::Stats, more: u64) -> bool {
+    let decided = |s: leakgate_redis::Stats| s.redis_admitted + s.redis_denied;
+    let before = decided(stats());
+    let start = std::time::Instant::now();
+    while decided(stats()) < before + more && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    decided(stats()) >= before + more
 }
 
 /// A manual clock at a realistic Unix time (November 2023), for limiters on the caller's clock.

@@ -1,4 +1,5 @@
-//! A real axum server on 127.0.0.1 and a real hyper client, for the integration tests.
+//! A real axum server on 127.0.0.1 and a real hyper client, for the integration tests, and the
+//! helpers they share (a held route, waiting for a condition).
 #![allow(dead_code, unreachable_pub)]
 
 use axum::Router;
@@ -178,4 +179,29 @@ pub fn parse_list(value: &str) -> Vec<(String, Vec<(String, i64)>)> {
             sfv::ListEntry::InnerList(_) => panic!("an inner list in {value}"),
         })
         .collect()
+}
+
+/// A route whose handler waits for a pass from `gate` before it answers.
+pub fn held_route(gate: Arc<tokio::sync::Semaphore>) -> Router {
+    Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let gate = gate.clone();
+            async move {
+                gate.acquire().await.unwrap().forget();
+                "done"
+            }
+        }),
+    )
+}
+
+/// Waits for `cond`, failing the test rather than hanging if it never comes.
+pub async fn until(mut cond: impl FnMut() -> bool) {
+    for _ in 0..10_000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("the condition never came");
 }
