@@ -8,6 +8,7 @@ if has redis-server && has redis-cli; then
     echo "== redis-server is installed: $(PATH="$PATH:/usr/bin" redis-server --version)"
     exit 0
 fi
+# apt_install (scripts/apt-install.sh) runs apt-get install redis-server, as root or through sudo.
 source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
 apt_install redis-server
 # The package may start a system server on 6379; the tests never use it, so stop it.
