@@ -283,10 +283,11 @@ pub use connection::policy::FailurePolicy;
 pub use error::Error;
 pub use limiters::blocking::RedisLimiter;
 pub use limiters::cell::AsyncRedisCell;
-pub use limiters::concurrency::{AsyncRedisConcurrency, Busy, MAX_PERMITS, MAX_TTL};
+pub use limiters::concurrency::{AsyncRedisConcurrency, Busy, MAX_PERMITS};
 pub use limiters::lease_config::LeaseConfig;
 pub use limiters::limiter::AsyncRedisLimiter;
 pub use limiters::permit::RedisPermit;
+pub use limiters::permit_set::MAX_TTL;
 pub use limiters::reservation::RedisReservation;
 #[cfg(feature = "rules-file")]
 pub use limiters::rules::{

@@ -3,7 +3,6 @@
 use crate::connection::breaker::{Breaker, Gate};
 use crate::connection::builder::Builder;
 use crate::connection::cluster::{self, Conn, Target};
-use crate::connection::cross_slot;
 use crate::connection::fallback::LocalClock;
 use crate::connection::link::Link;
 use crate::error::Error;
@@ -13,7 +12,7 @@ use leakgate::{Clock, TscClock};
 use redis::aio::ConnectionLike;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Consecutive hash slots that share a breaker on a cluster.
 const SLOTS_PER_BREAKER: usize = 256;
@@ -106,21 +105,9 @@ impl Client {
         }
     }
 
-    /// Runs the script once: within `budget` (the deadline, less what the call already waited),
-    /// unless Redis has not answered yet, the breaker is open or too many calls are in flight.
-    /// The script decides only if it starts by the time the call gives up. Records the outcome
-    /// in the breaker and the counters.
-    ///
-    /// On a cluster, a call whose keys live in several slots is decided in two phases, all or
-    /// nothing (see [`cross_slot`]).
-    pub(crate) async fn call(&self, call: &Call<'_>, budget: Duration) -> Result<Reply, Error> {
-        let keys = || call.keys.iter().map(|key| key.name.as_slice());
-        if self.cluster && call.keys.len() > 1 && !script::same_slot(keys()) {
-            return cross_slot::call(self, call, budget).await;
-        }
-        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
-        let give_up = self.link.redis_us(self.link.now_ns().saturating_add(budget_ns));
-        self.call_in(call, Phase::Decide, give_up, budget).await
+    /// Whether the target is a Redis Cluster (a call's keys must then share a slot).
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.cluster
     }
 
     /// When a call with `budget` left gives up, on Redis's clock (µs since the epoch).
@@ -129,8 +116,11 @@ impl Client {
         self.link.redis_us(self.link.now_ns().saturating_add(budget_ns))
     }
 
-    /// Runs one `phase` of the script (its keys share a slot) within `budget`; the script
-    /// decides nothing if it starts after `give_up` (µs on Redis's clock).
+    /// Runs one `phase` of the script (its keys share a slot) once: within `budget` (the
+    /// deadline, less what the call already waited), unless Redis has not answered yet, the
+    /// breaker is open or too many calls are in flight. The script decides nothing if it starts
+    /// after `give_up` (µs on Redis's clock). Records the outcome in the breaker and the
+    /// counters.
     pub(crate) async fn call_in(
         &self,
         call: &Call<'_>,
@@ -138,21 +128,10 @@ impl Client {
         give_up: u64,
         budget: Duration,
     ) -> Result<Reply, Error> {
-        let Some(conn) = self.link.connection() else {
-            self.stats.unavailable.inc();
-            return Err(Error::Connecting);
-        };
+        let conn = self.connection()?;
         let cmd = call.command(&self.sha, give_up, self.cluster, phase)?;
         let breaker = self.breaker_of(call);
-        let gate = breaker.enter(self.monotonic.now_ns());
-        if let Gate::Open(_) = gate {
-            self.stats.short_circuited.inc();
-            return Err(Error::CircuitOpen);
-        }
-        let Ok(permit) = self.in_flight.try_acquire() else {
-            self.stats.overloaded.inc();
-            return Err(Error::Overloaded);
-        };
+        let (gate, permit) = self.enter(breaker)?;
         let started = std::time::Instant::now();
         let answer = tokio::time::timeout(budget, self.eval(conn.clone(), &cmd)).await;
         let error = match answer.map(|got| got.map(|value| Answer::parse(value, call))) {
@@ -183,7 +162,7 @@ impl Client {
     }
 
     /// Runs another script (`script`) on `key` with `args`, under the same deadline, breaker and
-    /// bound on calls in flight as [`call`](Self::call) (the permits' script uses it). Unlike the
+    /// bound on calls in flight as [`call_in`](Self::call_in) (the permits' script uses it). Unlike the
     /// GCRA script it carries no deadline of its own: a script that runs after the call gave up
     /// still takes effect (for a permit: one nobody holds, returned by its TTL).
     pub(crate) async fn eval_on(
@@ -192,20 +171,9 @@ impl Client {
         key: &[u8],
         args: &[&[u8]],
     ) -> Result<redis::Value, Error> {
-        let Some(mut conn) = self.link.connection() else {
-            self.stats.unavailable.inc();
-            return Err(Error::Connecting);
-        };
+        let mut conn = self.connection()?;
         let breaker = self.breaker_for(Some(key));
-        let gate = breaker.enter(self.monotonic.now_ns());
-        if let Gate::Open(_) = gate {
-            self.stats.short_circuited.inc();
-            return Err(Error::CircuitOpen);
-        }
-        let Ok(_permit) = self.in_flight.try_acquire() else {
-            self.stats.overloaded.inc();
-            return Err(Error::Overloaded);
-        };
+        let (gate, _permit) = self.enter(breaker)?;
         let mut invocation = script.key(key);
         for a in args {
             invocation.arg(*a);
@@ -221,6 +189,29 @@ impl Client {
             Err(_) => Error::Timeout(self.deadline),
         };
         Err(self.failed(breaker, gate, error))
+    }
+
+    /// The connection, or [`Error::Connecting`] (counted) while there is none yet.
+    fn connection(&self) -> Result<Conn, Error> {
+        self.link.connection().ok_or_else(|| {
+            self.stats.unavailable.inc();
+            Error::Connecting
+        })
+    }
+
+    /// Lets one round trip through `breaker` and the bound on calls in flight, or says which
+    /// stopped it (counted). The permit is the call's place in flight until dropped.
+    fn enter(&self, breaker: &Breaker) -> Result<(Gate, SemaphorePermit<'_>), Error> {
+        let gate = breaker.enter(self.monotonic.now_ns());
+        if let Gate::Open(_) = gate {
+            self.stats.short_circuited.inc();
+            return Err(Error::CircuitOpen);
+        }
+        let Ok(permit) = self.in_flight.try_acquire() else {
+            self.stats.overloaded.inc();
+            return Err(Error::Overloaded);
+        };
+        Ok((gate, permit))
     }
 
     /// Counts a failed call by kind and tells its breaker: Redis unreachable or late counts

@@ -9,6 +9,7 @@
 //! * `breaker`: the circuit breaker;
 //! * `client`: one call with its deadline, in-flight bound and breaker (what every limiter uses);
 //! * `cross_slot`: a call over several slots of a cluster, all or nothing (holds);
+//! * `decide`: one decision over a call's keys (one slot or several), what every limiter runs;
 //! * `fallback`: the local limiter of [`FailurePolicy::Local`](crate::FailurePolicy::Local);
 //! * `runtime`: the tokio runtime a blocking limiter runs on.
 
@@ -17,6 +18,7 @@ pub(crate) mod builder;
 pub(crate) mod client;
 pub(crate) mod cluster;
 pub(crate) mod cross_slot;
+pub(crate) mod decide;
 pub(crate) mod fallback;
 pub(crate) mod link;
 pub(crate) mod policy;

@@ -3,6 +3,7 @@
 
 use crate::connection::builder::Builder;
 use crate::connection::client::Client;
+use crate::connection::decide::decide;
 use crate::connection::fallback;
 use crate::connection::policy::FailurePolicy;
 use crate::error::Error;
@@ -120,7 +121,7 @@ impl AsyncRedisCell {
             expiry_slack_ms: c.expiry_slack_ms,
             keep: Keep::Tat(&note),
         };
-        let reply = c.call(&call, c.deadline).await?;
+        let reply = decide(c, &call, c.deadline).await?;
         let backlog = reply.backlogs.first().copied().unwrap_or(0);
         let rate = &rates[0];
         let decision = if n == 0 && backlog > rate.tau() {

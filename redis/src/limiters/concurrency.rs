@@ -5,17 +5,14 @@ use crate::connection::builder::Builder;
 use crate::connection::client::Client;
 use crate::error::Error;
 use crate::limiters::permit::RedisPermit;
+use crate::limiters::permit_set::{check_ttl, op, Shared};
 use crate::limiters::token::new_token;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The permits' script (see `script/permits.lua`).
-const SOURCE: &str = include_str!("../script/permits.lua");
 /// The largest `max`.
 pub const MAX_PERMITS: u64 = u32::MAX as u64;
-/// The longest TTL (about 49 days).
-pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 
 /// Permits held as leases in Redis, for async code (tokio): at most `max` permits of one key are
 /// held at once across every client of the Redis (and prefix), each until it is released or its
@@ -52,13 +49,6 @@ pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 #[derive(Clone)]
 pub struct AsyncRedisConcurrency {
     shared: Arc<Shared>,
-}
-
-pub(super) struct Shared {
-    client: Client,
-    script: redis::Script,
-    /// `prefix + "permits1:"`.
-    key_head: Vec<u8>,
 }
 
 /// Why no permit was given: the key already had `max` permits held.
@@ -103,16 +93,13 @@ impl AsyncRedisConcurrency {
         if !b.quotas.is_empty() || b.leases.is_some() {
             return Err(Error::Config("permits take no quota and no leases".into()));
         }
-        let client = Client::connect(&b).await?;
-        let mut key_head = client.prefix.clone();
-        key_head.extend_from_slice(b"permits1:");
-        let shared = Shared { client, script: redis::Script::new(SOURCE), key_head };
+        let shared = Shared::new(Client::connect(&b).await?);
         Ok(AsyncRedisConcurrency { shared: Arc::new(shared) })
     }
 
     /// Takes one of `key`'s `max` permits for `ttl` in one round trip: `Ok(Ok(permit))`,
     /// `Ok(Err(busy))` when `max` are held, or the reason Redis gave no answer. `max` must be in
-    /// `1..=`[`MAX_PERMITS`] and `ttl` at least 1 ms and at most [`MAX_TTL`]
+    /// `1..=`[`MAX_PERMITS`] and `ttl` at least 1 ms and at most [`MAX_TTL`](crate::MAX_TTL)
     /// ([`Error::InvalidRequest`] otherwise).
     ///
     /// ```no_run
@@ -209,31 +196,6 @@ impl fmt::Debug for AsyncRedisConcurrency {
             .field("prefix", &String::from_utf8_lossy(&self.shared.key_head))
             .finish_non_exhaustive()
     }
-}
-
-/// `ttl` in whole ms, if it is a TTL the script takes.
-pub(super) fn check_ttl(ttl: Duration) -> Result<u64, Error> {
-    let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-    if ms == 0 || ttl > MAX_TTL {
-        return Err(Error::InvalidRequest("ttl must be between 1 ms and 2^32 - 1 ms"));
-    }
-    Ok(ms)
-}
-
-/// Renews (`b"r"`) or releases (`b"x"`) `token` of the set `key`.
-pub(super) async fn op(
-    shared: &Shared,
-    key: &[u8],
-    what: &[u8],
-    token: &str,
-    ttl_ms: u64,
-) -> Result<bool, Error> {
-    let ttl_s = ttl_ms.to_string();
-    let args: [&[u8]; 4] = [what, token.as_bytes(), b"0", ttl_s.as_bytes()];
-    let value = shared.client.eval_on(&shared.script, key, &args).await?;
-    let n: u64 = redis::from_redis_value(value)
-        .map_err(|e| Error::Rejected(format!("unexpected reply: {e}")))?;
-    Ok(n == 1)
 }
 
 impl Builder {

@@ -2,6 +2,7 @@
 
 use crate::connection::builder::Builder;
 use crate::connection::client::Client;
+use crate::connection::decide::decide;
 use crate::connection::fallback::Fallback;
 use crate::error::Error;
 use crate::limiters::lease_table::LeaseTable;
@@ -334,7 +335,7 @@ impl AsyncRedisLimiter {
             expiry_slack_ms: c.expiry_slack_ms,
             keep: Keep::Plain,
         };
-        let reply = c.call(&call, budget).await?;
+        let reply = decide(c, &call, budget).await?;
         let decision = if never {
             Err(reply.denied(&call_keys, 0, true))
         } else if reply.granted {

@@ -5,7 +5,7 @@
 //! * `lease_config`, `lease_table` and `lease_check`: leases for hot keys (the settings, the local table,
 //!   and the limiter's use of them);
 //! * `reservation`: queue mode's answer;
-//! * `concurrency`, `permit` and `token`: permits held as leases
+//! * `concurrency`, `permit`, `permit_set` and `token`: permits held as leases
 //!   ([`AsyncRedisConcurrency`](crate::AsyncRedisConcurrency)), each a
 //!   [`RedisPermit`](crate::RedisPermit) that can renew itself in the background;
 //! * `cell`: redis-cell's bucket ([`AsyncRedisCell`](crate::AsyncRedisCell));
@@ -19,6 +19,7 @@ pub(crate) mod lease_config;
 pub(crate) mod lease_table;
 pub(crate) mod limiter;
 pub(crate) mod permit;
+pub(crate) mod permit_set;
 pub(crate) mod reservation;
 pub(crate) mod rules;
 pub(crate) mod token;

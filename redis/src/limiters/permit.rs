@@ -22,7 +22,7 @@
 //! a token it holds).
 
 use crate::error::Error;
-use crate::limiters::concurrency::{check_ttl, op, Shared};
+use crate::limiters::permit_set::{check_ttl, op, Shared};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -6,6 +6,7 @@ use super::in_force::InForce;
 use super::outcome;
 use crate::connection::builder::Builder;
 use crate::connection::client::Client;
+use crate::connection::decide::decide;
 use crate::error::Error;
 use crate::script::{Call, CallKey, Keep};
 use crate::stats::Stats;
@@ -347,7 +348,7 @@ impl AsyncRedisRuleLimiter {
             expiry_slack_ms: c.expiry_slack_ms,
             keep: Keep::Rules,
         };
-        let reply = c.call(&call, c.deadline).await?;
+        let reply = decide(c, &call, c.deadline).await?;
         let decision = outcome::decide(&call_keys, &rules, n, &reply);
         match &decision {
             Ok(_) => c.stats.redis_admitted.inc(),
