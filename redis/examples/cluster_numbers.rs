@@ -16,19 +16,18 @@ mod support;
 use leakgate_redis::{AsyncRedisLimiter, Builder, LeaseConfig};
 use leakgate_test_support::Cluster;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use support::numbers::{measure, median, rounded};
+use std::time::Duration;
+use support::numbers::{drive, measure, median, rounded, runtime, seconds_arg};
 use support::RedisServer;
 
 const TASKS: usize = 64;
 
 fn main() {
-    let secs: f64 = std::env::args().nth(1).map_or(2.0, |s| s.parse().expect("seconds"));
+    let secs = seconds_arg(2.0);
     let run_for = Duration::from_secs_f64(secs);
     let server = RedisServer::start();
     let cluster = Cluster::start();
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
     let one = vec![server.port()];
     let masters: Vec<u16> = cluster.masters().iter().map(|&i| cluster.nodes()[i].port()).collect();
     println!("one node at {}, cluster masters {masters:?}; {secs} s per measurement", server.url());
@@ -88,33 +87,20 @@ fn measure_keys(
 ) -> (f64, f64) {
     let prefix = format!("n{round}:");
     let (count, secs, cpu_us, _) =
-        measure(rt, builder, prefix, ports, |lim| drive(lim, keys, run_for));
+        measure(rt, builder, prefix, ports, |lim| drive_keys(lim, keys, run_for));
     (count as f64 / secs, cpu_us)
 }
 
 /// `TASKS` tasks checking keys in turn until `run_for` has passed: (decisions, seconds).
-async fn drive(lim: AsyncRedisLimiter, keys: usize, run_for: Duration) -> (u64, f64) {
+async fn drive_keys(lim: AsyncRedisLimiter, keys: usize, run_for: Duration) -> (u64, f64) {
     let names: Arc<Vec<String>> = Arc::new((0..keys).map(|i| format!("k{i}")).collect());
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|t| {
-            let (lim, names) = (lim.clone(), names.clone());
-            tokio::spawn(async move {
-                let (mut n, mut i) = (0u64, t);
-                while start.elapsed() < run_for {
-                    let _ = lim.check(&names[i % names.len()]).await;
-                    n += 1;
-                    i += TASKS;
-                }
-                n
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap();
-    }
-    (total, start.elapsed().as_secs_f64())
+    drive(TASKS, run_for, move |i| {
+        let (lim, names) = (lim.clone(), names.clone());
+        async move {
+            let _ = lim.check(&names[i % names.len()]).await;
+        }
+    })
+    .await
 }
 
 /// A hot key with leases on the cluster: (decisions, round trips).
@@ -127,6 +113,6 @@ async fn leased(cluster: &Cluster, run_for: Duration) -> (u64, u64) {
         .connect_async()
         .await
         .unwrap();
-    let (count, _) = drive(lim.clone(), 1, run_for).await;
+    let (count, _) = drive_keys(lim.clone(), 1, run_for).await;
     (count, lim.stats().round_trips)
 }

@@ -14,8 +14,8 @@ mod support;
 use leakgate_redis::{AsyncRedisLimiter, Builder};
 use leakgate_test_support::Cluster;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use support::numbers::{measure, median, rounded};
+use std::time::Duration;
+use support::numbers::{drive, measure, median, rounded, runtime, seconds_arg};
 
 const TASKS: usize = 64;
 const PAIRS: usize = 1024;
@@ -29,11 +29,10 @@ enum Shape {
 }
 
 fn main() {
-    let secs: f64 = std::env::args().nth(1).map_or(2.0, |s| s.parse().expect("seconds"));
+    let secs = seconds_arg(2.0);
     let run_for = Duration::from_secs_f64(secs);
     let cluster = Cluster::start();
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
     let masters: Vec<u16> = cluster.masters().iter().map(|&i| cluster.nodes()[i].port()).collect();
     println!("cluster masters {masters:?}; {secs} s per measurement, {TASKS} tasks");
     let shapes = [
@@ -75,13 +74,13 @@ fn measure_shape(
     let builder = Builder::cluster(cluster.seeds());
     let prefix = format!("x{round}:");
     let (count, secs, cpu_us, stats) =
-        measure(rt, builder, prefix, ports, |lim| drive(lim, shape, run_for));
+        measure(rt, builder, prefix, ports, |lim| drive_pairs(lim, shape, run_for));
     assert_eq!(stats.redis_denied, 0, "every call admitted: {stats:?}");
     (count as f64 / secs, stats.round_trips as f64 / count.max(1) as f64, cpu_us)
 }
 
 /// `TASKS` tasks deciding key pairs in turn until `run_for` has passed: (decisions, seconds).
-async fn drive(lim: AsyncRedisLimiter, shape: Shape, run_for: Duration) -> (u64, f64) {
+async fn drive_pairs(lim: AsyncRedisLimiter, shape: Shape, run_for: Duration) -> (u64, f64) {
     let pairs: Arc<Vec<[String; 2]>> = Arc::new(
         (0..PAIRS)
             .map(|i| match shape {
@@ -90,28 +89,15 @@ async fn drive(lim: AsyncRedisLimiter, shape: Shape, run_for: Duration) -> (u64,
             })
             .collect(),
     );
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|t| {
-            let (lim, pairs) = (lim.clone(), pairs.clone());
-            tokio::spawn(async move {
-                let (mut n, mut i) = (0u64, t);
-                while start.elapsed() < run_for {
-                    let pair = &pairs[i % pairs.len()];
-                    let _ = match shape {
-                        Shape::One => lim.check(&pair[0]).await,
-                        _ => lim.check_all_n(&pair[..], 1).await,
-                    };
-                    n += 1;
-                    i += TASKS;
-                }
-                n
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap();
-    }
-    (total, start.elapsed().as_secs_f64())
+    drive(TASKS, run_for, move |i| {
+        let (lim, pairs) = (lim.clone(), pairs.clone());
+        async move {
+            let pair = &pairs[i % pairs.len()];
+            let _ = match shape {
+                Shape::One => lim.check(&pair[0]).await,
+                _ => lim.check_all_n(&pair[..], 1).await,
+            };
+        }
+    })
+    .await
 }

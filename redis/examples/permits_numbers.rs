@@ -14,6 +14,7 @@ mod support;
 use leakgate_redis::{AsyncRedisConcurrency, Builder};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::numbers::{median, runtime, seconds_arg};
 use support::RedisServer;
 
 /// Permits acquired and released per second by `tasks` tasks, and the share refused.
@@ -54,17 +55,11 @@ async fn run(
     (got as f64 / secs, busy as f64 / (got + busy).max(1) as f64)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
-    let secs: f64 = std::env::args().nth(1).map_or(1.0, |s| s.parse().expect("seconds"));
+    let secs = seconds_arg(1.0);
     let run_for = Duration::from_secs_f64(secs);
     let server = RedisServer::start();
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let p = Builder::new(server.url())
             .deadline(Duration::from_secs(5))
@@ -88,8 +83,8 @@ fn main() {
             let key = if hot { "one hot key (max 32)" } else { "a key per task" };
             println!(
                 "{tasks:>2} task(s), {key:<20}: {:>8.0} permits/s (acquire + release), {:.0}% refused",
-                median(rates[i].clone()),
-                100.0 * median(refused[i].clone())
+                median(&mut rates[i].clone()),
+                100.0 * median(&mut refused[i].clone())
             );
         }
         println!("round trips: {}", p.stats().round_trips);

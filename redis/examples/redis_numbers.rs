@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::float::FloatGcra;
-use support::numbers::{median, rounded};
+use support::numbers::{drive, median, rounded, runtime, seconds_arg};
 use support::RedisServer;
 
 const TASKS: usize = 64;
@@ -30,11 +30,10 @@ fn main() {
     if let Ok(url) = std::env::var("LEAKGATE_NUMBERS_CHILD") {
         return fleet_child(&url);
     }
-    let secs: f64 = std::env::args().nth(1).map_or(1.0, |s| s.parse().expect("seconds"));
+    let secs = seconds_arg(1.0);
     let run_for = Duration::from_secs_f64(secs);
     let server = RedisServer::start();
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
     println!("redis-server at {}; {secs} s per measurement", server.url());
 
     // 1. Throughput, both scripts, interleaved.
@@ -131,32 +130,15 @@ fn server_usec_per_call(server: &RedisServer) -> f64 {
         .map_or(0.0, |v| v.parse().unwrap())
 }
 
-/// Runs `TASKS` tasks calling `check(task)` until `run_for` has passed; returns decisions/s.
-async fn drive<F, Fut>(run_for: Duration, check: F) -> f64
+/// Runs `TASKS` tasks, task `t` calling `check(t)`, until `run_for` has passed; returns
+/// decisions/s.
+async fn rate<F, Fut>(run_for: Duration, check: F) -> f64
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    let check = Arc::new(check);
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let check = check.clone();
-            tokio::spawn(async move {
-                let mut n = 0u64;
-                while start.elapsed() < run_for {
-                    check(i).await;
-                    n += 1;
-                }
-                n
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap();
-    }
-    total as f64 / start.elapsed().as_secs_f64()
+    let (total, secs) = drive(TASKS, run_for, move |i| check(i % TASKS)).await;
+    total as f64 / secs
 }
 
 async fn leakgate_throughput(server: &RedisServer, run_for: Duration, round: usize) -> f64 {
@@ -168,7 +150,7 @@ async fn leakgate_throughput(server: &RedisServer, run_for: Duration, round: usi
         .await
         .unwrap();
     let keys: Arc<Vec<String>> = Arc::new((0..TASKS).map(|i| format!("k{i}")).collect());
-    drive(run_for, move |i| {
+    rate(run_for, move |i| {
         let (lim, keys) = (lim.clone(), keys.clone());
         async move {
             let _ = lim.check(&keys[i]).await;
@@ -187,7 +169,7 @@ async fn rules_throughput(server: &RedisServer, run_for: Duration, round: usize)
         .await
         .unwrap();
     let keys: Arc<Vec<String>> = Arc::new((0..TASKS).map(|i| format!("k/{i}")).collect());
-    drive(run_for, move |i| {
+    rate(run_for, move |i| {
         let (lim, keys) = (lim.clone(), keys.clone());
         async move {
             let _ = lim.check(&keys[i]).await;
@@ -202,7 +184,7 @@ async fn float_throughput(server: &RedisServer, run_for: Duration, round: usize)
     let float = Arc::new(FloatGcra::new(1_000_000_000, Duration::from_secs(1), 1_000_000_000));
     let keys: Arc<Vec<String>> =
         Arc::new((0..TASKS).map(|i| format!("float{round}:k{i}")).collect());
-    drive(run_for, move |i| {
+    rate(run_for, move |i| {
         let (mut con, float, keys) = (con.clone(), float.clone(), keys.clone());
         async move {
             let _ = float.check_async(&mut con, &keys[i]).await;
@@ -225,7 +207,7 @@ async fn hot_key(
     }
     let lim = b.connect_async().await.unwrap();
     let probe = lim.clone();
-    let rate = drive(run_for, move |_| {
+    let rate = rate(run_for, move |_| {
         let lim = lim.clone();
         async move {
             let _ = lim.check("hot").await;

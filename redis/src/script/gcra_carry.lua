@@ -59,6 +59,17 @@ end
 local function scale(xm, xl, Lo, fm, fl, q, o, up, cm, cl)
   local L, nm, nl = q[o + 2], q[o + 3], q[o + 4]
   local Pm, Pl, Vm, Vl = { fm }, { fl }, {}, {}
+  -- A quotient (qm, ql) in intervals of T' plus (am, al), and its remainder (rm, rl) < T plus
+  -- (bm, bl) < T, the remainder carried into the quotient when it reaches T (once is enough).
+  local function plus(qm, ql, rm, rl, am, al, bm, bl)
+    qm, ql = add(qm, ql, am, al, L)
+    rm, rl = add(rm, rl, bm, bl, Lo)
+    if le(fm, fl, rm, rl) then
+      rm, rl = sub(rm, rl, fm, fl, Lo)
+      qm, ql = add(qm, ql, 0, 1, L)
+    end
+    return qm, ql, rm, rl
+  end
   if le(nm, nl, cm, cl) then Vm[1], Vl[1] = nm, nl end
   local top = 0
   if le(fm, fl, xm, xl) then top = 1 end
@@ -87,21 +98,9 @@ local function scale(xm, xl, Lo, fm, fl, q, o, up, cm, cl)
     local gm, gl, sm, sl, tm, tl = 0, 0, 0, 0, nm, nl
     while tm ~= 0 or tl ~= 0 do
       -- L is even (10^6 * D): the parity of T' >> i is that of its lo field.
-      if tl % 2 == 1 then
-        rm, rl = add(rm, rl, gm, gl, L)
-        sm, sl = add(sm, sl, hm, hl, Lo)
-        if le(fm, fl, sm, sl) then
-          sm, sl = sub(sm, sl, fm, fl, Lo)
-          rm, rl = add(rm, rl, 0, 1, L)
-        end
-      end
+      if tl % 2 == 1 then rm, rl, sm, sl = plus(rm, rl, sm, sl, gm, gl, hm, hl) end
       if tm % 2 == 1 then tm, tl = (tm - 1) / 2, floor((tl + L) / 2) else tm, tl = tm / 2, floor(tl / 2) end
-      gm, gl = add(gm, gl, gm, gl, L)
-      hm, hl = add(hm, hl, hm, hl, Lo)
-      if le(fm, fl, hm, hl) then
-        hm, hl = sub(hm, hl, fm, fl, Lo)
-        gm, gl = add(gm, gl, 0, 1, L)
-      end
+      gm, gl, hm, hl = plus(gm, gl, hm, hl, gm, gl, hm, hl)
     end
     if up and (sm ~= 0 or sl ~= 0) then rm, rl = add(rm, rl, 0, 1, L) end
   end

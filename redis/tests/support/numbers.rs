@@ -1,10 +1,53 @@
-//! What the `*_numbers` examples share to take and print their measurements: a limiter that
+//! What the `*_numbers` examples share to take and print their measurements: the seconds per
+//! measurement and the runtime, tasks that call in a loop until the time is up, a limiter that
 //! admits everything, driven and measured (decisions, seconds, the Redis CPU time the nodes
 //! used), and medians of rounds.
 
 use leakgate_redis::{AsyncRedisLimiter, Builder, Stats};
 use std::future::Future;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The seconds per measurement: the example's first argument, `default` without one.
+pub fn seconds_arg(default: f64) -> f64 {
+    std::env::args().nth(1).map_or(default, |s| s.parse().expect("seconds"))
+}
+
+/// The runtime every example measures on: tokio with 2 worker threads.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// Runs `tasks` tasks until `run_for` has passed, task `t` awaiting `step(i)` for `i = t`,
+/// `t + tasks`, `t + 2 * tasks`, ... (so `i % tasks` is the task and `i % n` walks `n` keys):
+/// (steps, seconds).
+pub async fn drive<F, Fut>(tasks: usize, run_for: Duration, step: F) -> (u64, f64)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let step = Arc::new(step);
+    let start = Instant::now();
+    let spawned: Vec<_> = (0..tasks)
+        .map(|t| {
+            let step = step.clone();
+            tokio::spawn(async move {
+                let (mut n, mut i) = (0u64, t);
+                while start.elapsed() < run_for {
+                    step(i).await;
+                    n += 1;
+                    i += tasks;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in spawned {
+        total += t.await.unwrap();
+    }
+    (total, start.elapsed().as_secs_f64())
+}
 
 /// A limiter from `builder` that admits every call (10^9 a second) under `prefix`, with a
 /// deadline of 200 ms, driven by `drive` on `rt` (which returns its decisions and the seconds

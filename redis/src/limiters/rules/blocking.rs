@@ -228,9 +228,7 @@ impl RedisRuleLimiter {
 
 impl fmt::Debug for RedisRuleLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rules = self.rules();
-        let paths: Vec<&str> = rules.iter().map(|(path, _)| path).collect();
-        f.debug_struct("RedisRuleLimiter").field("rules", &paths).finish_non_exhaustive()
+        self.limiter.fmt_as("RedisRuleLimiter", f)
     }
 }
 

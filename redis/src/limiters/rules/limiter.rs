@@ -366,11 +366,18 @@ fn shadow_group(rules: &[&CompiledRule], rule: &CompiledRule) -> u32 {
     u32::try_from(index + 1).unwrap_or(u32::MAX)
 }
 
-impl fmt::Debug for AsyncRedisRuleLimiter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl AsyncRedisRuleLimiter {
+    /// Writes the limiter as `name { rules: [paths], .. }` (the blocking one uses it too).
+    pub(super) fn fmt_as(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rules = self.rules();
         let paths: Vec<&str> = rules.iter().map(|(path, _)| path).collect();
-        f.debug_struct("AsyncRedisRuleLimiter").field("rules", &paths).finish_non_exhaustive()
+        f.debug_struct(name).field("rules", &paths).finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for AsyncRedisRuleLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_as("AsyncRedisRuleLimiter", f)
     }
 }
 
