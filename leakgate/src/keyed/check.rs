@@ -132,8 +132,8 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         self.check_n(key, 0).map_or_else(|denied| denied.remaining(), |ok| ok.remaining())
     }
 
-    /// Takes `n` units of `key`'s bucket (hash `hash`) at the clock reading `now_ns`, allowing
-    /// `max_wait_ns` of wait, in the rate in force (again on the new rate if the quota changes
+    /// Takes the `request` `(now_ns, n, max_wait_ns)`: `n` units of `key`'s bucket (hash `hash`)
+    /// at the clock reading `now_ns`, allowing `max_wait_ns` of wait, in the rate in force (again on the new rate if the quota changes
     /// meanwhile): `taken` of the rate decided on, the clock in its units and what was taken,
     /// or the denial.
     #[inline(always)]
@@ -141,7 +141,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         &self,
         key: &Q,
         hash: u64,
-        (now_ns, n, max_wait_ns): (u64, u64, u64),
+        request: (u64, u64, u64),
         shared_overflow: bool,
         taken: impl FnOnce(&Rate, u64, &Taken<'_, K>) -> R,
     ) -> Result<R, Denied>
@@ -151,18 +151,14 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
     {
         if self.rates.epoch_first() == 0 {
             let rate = self.rates.first();
-            let now = rate.units_at(now_ns);
-            let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
-            let start = || FirstState::EMPTY;
-            let ask =
-                Ask { now, now_ns, n, max_wait, shared_overflow, start: &start, epoch: 0, rate };
+            let ask = Ask::plain(rate, 0, request, shared_overflow);
             match self.take_hashed(key, hash, ask) {
-                Ok(took) => return Ok(taken(rate, now, &took)),
+                Ok(took) => return Ok(taken(rate, ask.now, &took)),
                 Err(declined) if !declined.changed => return Err(declined.denied()),
                 Err(_) => {}
             }
         }
-        self.take_changed(key, hash, (now_ns, n, max_wait_ns), shared_overflow, taken)
+        self.take_changed(key, hash, request, shared_overflow, taken)
     }
 
     /// [`KeyedLimiter::take_in_force`] once the quota was changed: the rate from the cell, again
@@ -173,7 +169,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         &self,
         key: &Q,
         hash: u64,
-        (now_ns, n, max_wait_ns): (u64, u64, u64),
+        request: (u64, u64, u64),
         shared_overflow: bool,
         taken: impl FnOnce(&Rate, u64, &Taken<'_, K>) -> R,
     ) -> Result<R, Denied>
@@ -184,13 +180,9 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedLimiter<K, C> {
         loop {
             let epoch = self.rates.epoch_first();
             let Some(rate) = self.rates.rate_at(epoch) else { continue };
-            let now = rate.units_at(now_ns);
-            let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
-            let start = || FirstState::EMPTY;
-            let rate = &rate;
-            let ask = Ask { now, now_ns, n, max_wait, shared_overflow, start: &start, epoch, rate };
+            let ask = Ask::plain(&rate, epoch, request, shared_overflow);
             match self.take_hashed(key, hash, ask) {
-                Ok(took) => return Ok(taken(rate, now, &took)),
+                Ok(took) => return Ok(taken(&rate, ask.now, &took)),
                 Err(declined) if !declined.changed => return Err(declined.denied()),
                 Err(_) => sync::spin_loop(),
             }

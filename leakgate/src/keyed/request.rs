@@ -32,6 +32,24 @@ pub(crate) struct Ask<'s> {
     pub(crate) start: &'s dyn Fn() -> FirstState,
 }
 
+impl<'s> Ask<'s> {
+    /// What a plain keyed limiter asks: `n` units at the clock reading `now_ns`, allowing
+    /// `max_wait_ns` of wait, both counted in `rate` (the rate of epoch `epoch`), of a bucket that
+    /// opens empty ([`FirstState::EMPTY`]) if the key must be given a slot.
+    #[inline(always)]
+    pub(crate) fn plain(
+        rate: &'s Rate,
+        epoch: u64,
+        (now_ns, n, max_wait_ns): (u64, u64, u64),
+        shared_overflow: bool,
+    ) -> Self {
+        let now = rate.units_at(now_ns);
+        let max_wait = if max_wait_ns == 0 { 0 } else { rate.ns_to_units_ceil(max_wait_ns) };
+        let start = &|| FirstState::EMPTY;
+        Ask { now, now_ns, n, max_wait, shared_overflow, start, epoch, rate }
+    }
+}
+
 /// What a taker asks of a new bucket's first state: it opens at the larger of `at_least` and
 /// where the table opens a bucket in that slot (the table's idle mark, and above anything the
 /// slot held before), with `level` units on top. A level handed over from other rules is put on

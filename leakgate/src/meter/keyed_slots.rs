@@ -1,10 +1,11 @@
-//! A flow's words in a keyed meter's tables, read outside the bucket protocol: a word's state
-//! for a decision or a report, and the reading to hand a table that converts it itself.
+//! A flow's words in a keyed meter's tables: a request of a word, a word's state read outside
+//! the bucket protocol (for a decision or a report), and the reading to hand a table that
+//! converts it itself.
 
 use crate::bucket::Word;
 use crate::clock::Clock;
 use crate::gcra::Rate;
-use crate::keyed::KeyedLimiter;
+use crate::keyed::{Ask, FirstState, KeyedLimiter};
 use std::borrow::Borrow;
 use std::hash::Hash;
 
@@ -47,4 +48,17 @@ pub(super) fn table_ns(rate: &Rate, ticks: u64, now_ns: u64) -> u64 {
         }
     }
     lo
+}
+
+/// A meter's request of `n` of a flow's word in a table of rate `rate`, at `now` (the
+/// decision's time in ticks of `rate`; `now_ns` the reading it came from). A meter never waits
+/// (`max_wait` 0) nor borrows the table's shared bucket, and its tables never change quota
+/// (epoch 0, their first rate); a new flow's bucket opens empty.
+#[inline]
+pub(super) fn ask(rate: &Rate, now: u64, now_ns: u64, n: u64) -> Ask<'_> {
+    // What the table converts itself (the time a flow with no slot was seen, which every new
+    // flow's buckets open at) must not come out a tick later than `now`.
+    let now_ns = table_ns(rate, now, now_ns);
+    let start = &|| FirstState::EMPTY;
+    Ask { now, now_ns, n, max_wait: 0, shared_overflow: false, start, epoch: 0, rate }
 }

@@ -21,7 +21,7 @@
 //!   tables' overflow policy is `Deny`): with no room for `A` it is red; with no room for `C` it
 //!   cannot be green, and is yellow only if `E` pays.
 
-use super::keyed_slots::{state, table_ns};
+use super::keyed_slots::{self, state, table_ns};
 use super::sr_decide::{self, SrWords};
 use super::ticks::{committed_quota, SrRates};
 use super::{Color, MeterError};
@@ -271,15 +271,9 @@ where
     C: Clock,
     Q: Hash + Eq + ?Sized + ToOwned<Owned = K>,
 {
-    /// A request of `n` of `table`'s bucket for the flow (the meters' tables never change
-    /// quota: epoch 0, their first rate).
+    /// A request of `n` of `table`'s bucket for the flow.
     fn ask<'t>(&self, table: &'t KeyedLimiter<K, Arc<C>>, n: u64) -> Ask<'t> {
-        let (now, rate) = (self.now, table.rate());
-        // What the table converts itself (the time a flow with no slot was seen, which every
-        // new flow's buckets open at) must not come out a tick later than `now`.
-        let now_ns = table_ns(rate, now, self.now_ns);
-        let start = &|| FirstState::EMPTY;
-        Ask { now, now_ns, n, max_wait: 0, shared_overflow: false, start, epoch: 0, rate }
+        keyed_slots::ask(table.rate(), self.now, self.now_ns, n)
     }
 
     /// The yellow step on the slot of `A` the table holds for the flow (see `take_excess`):

@@ -6,12 +6,12 @@
 //! a full bucket, as it is; a flow with no room in a table is refused by it as by a full bucket
 //! (no room for `P`: red; no room for `C`: at best yellow).
 
-use super::keyed_slots::table_ns;
+use super::keyed_slots;
 use super::ticks::Ticks;
 use super::trtcm::{decide, validate};
 use super::{Color, MeterError};
 use crate::clock::{Clock, TscClock};
-use crate::keyed::{Ask, FirstState, KeyedLimiter, DEFAULT_CAPACITY};
+use crate::keyed::{KeyedLimiter, DEFAULT_CAPACITY};
 use crate::quota::Quota;
 use std::borrow::Borrow;
 use std::fmt;
@@ -164,21 +164,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
         }
         let hashes = (self.peak.touch_key(key), self.committed.touch_key(key));
         let take = |table: &KeyedLimiter<K, Arc<C>>, ticks: &Ticks, hash| {
-            let now = ticks.at(now_ns);
-            // The meters' tables never change quota: epoch 0, their first rate.
-            let (start, rate) = (&|| FirstState::EMPTY, table.rate());
-            let ask = Ask {
-                now,
-                // What the table converts itself (the time a flow with no slot was seen, which
-                // every new flow's buckets open at) must not come out a tick later than `now`.
-                now_ns: table_ns(rate, now, now_ns),
-                n: bytes,
-                max_wait: 0,
-                shared_overflow: false,
-                start,
-                epoch: 0,
-                rate,
-            };
+            let ask = keyed_slots::ask(table.rate(), ticks.at(now_ns), now_ns, bytes);
             table.take_hashed(key, hash, ask).is_ok()
         };
         decide(
@@ -208,7 +194,7 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock> KeyedTrTcm<K, C> {
     {
         let tokens = |table: &KeyedLimiter<K, Arc<C>>, ticks: &Ticks| {
             let now = ticks.at(now_ns);
-            let tat = super::keyed_slots::state(table, key, table.touch_key(key), now);
+            let tat = keyed_slots::state(table, key, table.touch_key(key), now);
             table.quota().burst().saturating_sub(tat.saturating_sub(now))
         };
         (tokens(&self.peak, &self.ticks[0]), tokens(&self.committed, &self.ticks[1]))

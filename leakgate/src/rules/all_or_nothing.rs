@@ -27,7 +27,7 @@
 use super::counters::Count;
 use super::generation::{first_state, Generation, Table, MOVED};
 use crate::clock::Clock;
-use crate::keyed::{Ask, Charged as Where, FirstState};
+use crate::keyed::{Ask, Charged as Where};
 use std::cell::Cell;
 
 /// Buckets decided without allocating; more go to the heap.
@@ -277,20 +277,10 @@ impl<C: Clock + 'static> Pass<'_, C> {
     fn look(&self, entry: &mut Entry, now_ns: u64) -> bool {
         let table = self.table(entry);
         let rate = table.rate();
-        let now = rate.units_at(now_ns);
         let key = self.keys[entry.key as usize];
-        // A peek never gives a key a slot, so it chooses no first state.
-        let start = || FirstState::EMPTY;
-        let ask = Ask {
-            now,
-            now_ns,
-            n: 0,
-            max_wait: 0,
-            shared_overflow: true,
-            start: &start,
-            epoch: 0,
-            rate: table.rate(),
-        };
+        // A peek never gives a key a slot, so its first state is never asked for.
+        let ask = Ask::plain(rate, 0, (now_ns, 0, 0), true);
+        let now = ask.now;
         let tat = table.take(key, ask).map_or(now, |taken| taken.state);
         if tat == MOVED && !self.moved_is_final {
             return true;
