@@ -252,8 +252,11 @@ impl<C: Clock> AdaptiveConcurrency<C> {
         self.limiter.set_max(state.whole());
     }
 
-    fn latency(&self, ticket: &Ticket) -> Outcome {
-        Outcome::Success(self.clock.now_ns().saturating_sub(ticket.start_ns))
+    /// [`report`](Self::report)s `ticket`'s work as a success, its latency (from acquire to now,
+    /// on the limiter's clock) a sample.
+    fn succeeded(&self, ticket: &mut Ticket) {
+        let latency = self.clock.now_ns().saturating_sub(ticket.start_ns);
+        self.report(ticket, Some(Outcome::Success(latency)));
     }
 }
 
@@ -267,8 +270,7 @@ impl<C: Clock> AdaptivePermit<'_, C> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn success(mut self) {
-        let outcome = self.owner.latency(&self.ticket);
-        self.owner.report(&mut self.ticket, Some(outcome));
+        self.owner.succeeded(&mut self.ticket);
     }
 
     /// The work met overload: a timeout, a 429, a 5xx. The limit backs off.
@@ -314,8 +316,7 @@ impl<C: Clock> OwnedAdaptivePermit<C> {
     /// # Ok::<(), leakgate::ConcurrencyError>(())
     /// ```
     pub fn success(mut self) {
-        let outcome = self.owner.latency(&self.ticket);
-        self.owner.report(&mut self.ticket, Some(outcome));
+        self.owner.succeeded(&mut self.ticket);
     }
 
     /// As [`AdaptivePermit::dropped`].
