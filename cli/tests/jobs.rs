@@ -315,6 +315,18 @@ fn bad_input() {
         "not a duration",
     );
     check(&["jobs", "work", "--db", &db], b"", 2, "COMMAND");
+    check(
+        &["jobs", "work", "--db", &db, "--lease", "1s", "--claim-ahead", "1s", "--", "true"],
+        b"",
+        1,
+        "--claim-ahead must be less than --lease",
+    );
+    check(
+        &["jobs", "work", "--db", &db, "--claim-ahead", "5 bananas", "--", "true"],
+        b"",
+        2,
+        "not a duration",
+    );
     let port = leakgate_test_support::free_port();
     let unreachable = format!("postgres://u:p@127.0.0.1:{port}/db");
     check(&["jobs", "status", "--db", &unreachable], b"", 1, "cannot connect to PostgreSQL");

@@ -98,8 +98,12 @@ pub(crate) struct Taken {
     /// The database's time of the transaction.
     pub(crate) now: i64,
     /// The clock reading the taken jobs were charged against (read after their lanes were
-    /// locked: on PostgreSQL later than `now`); `None` when nothing was taken.
-    pub(crate) claim_now: Option<i64>,
+    /// locked: on PostgreSQL later than `now`), and a local instant by which the database had
+    /// read it (the moment its reply came back, or SQLite's own reading); `None` when no lane
+    /// was served. A time `d` after that reading is at most `d` after the instant: a run charged
+    /// at `at` started at `instant + (at - reading)` is never early, and late only by the
+    /// reply's way back.
+    pub(crate) claim_clock: Option<(i64, std::time::Instant)>,
     /// The earliest time (database clock) something may become takeable: a lane's next slot, a
     /// scheduled job's time, a lease's end. `None`: nothing is waiting or running.
     pub(crate) wake: Option<i64>,

@@ -115,8 +115,7 @@ impl Worker {
             let started = Instant::now();
             let result =
                 self.jobs.take_raw(runs.ended().to_vec(), room, look_first, self.claim_ahead).await;
-            // The database read its clock before this: a time `d` after that reading is at most
-            // `d` after now, so a start mapped from here is never early.
+            // The database read its clock before this (a fallback for the claim's own instant).
             let received = Instant::now();
             let taken = match result {
                 Ok(taken) => taken,
@@ -144,14 +143,18 @@ impl Worker {
             let deferred = !taken.deferred.is_empty();
             runs.recorded(taken.deferred);
             let took = taken.jobs.len();
-            let claim_now = taken.claim_now.unwrap_or(taken.now);
+            // The charge times, mapped to this clock from the instant by which the claim's clock
+            // reading was made (see `Taken::claim_clock`): never early.
+            let (claim_now, read_by) = taken
+                .claim_clock
+                .map_or((taken.now, received), |(now, at)| (now, Instant::from_std(at)));
             for job in taken.jobs {
                 runs.start((job.id, job.attempt));
                 let (stop_tx, stop_rx) = oneshot::channel();
                 stoppers.insert((job.id, job.attempt), stop_tx);
                 // A run claimed ahead starts at its charge time, mapped to this clock.
                 let ahead = job.started_ns.saturating_sub(claim_now).max(0) as u64;
-                let target = received + Duration::from_nanos(ahead);
+                let target = read_by + Duration::from_nanos(ahead);
                 self.spawn(job, target, handler.clone(), ended_tx.clone(), stop_rx);
             }
             self.progress.set(Counter::Running, runs.going() as u64);

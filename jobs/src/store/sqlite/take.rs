@@ -38,13 +38,14 @@ pub(crate) fn take(conn: &mut Connection, take: &Take, cache: &RulesCache) -> Re
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read after the write lock is held: transactions are ordered as their times.
     let now = now(take.now);
+    let read = std::time::Instant::now();
     let rules = current_rules(&tx, cache)?;
     let mut taken = Taken { now, ..Taken::default() };
     complete(&tx, &take.completions, now, &take.policy, &rules, &mut taken)?;
     maintain(&tx, now, &take.policy, &mut taken)?;
     taken.ticked = fire(&tx, now, &rules)?;
     claim(&tx, now, take, &rules, &mut taken.jobs)?;
-    taken.claim_now = Some(now);
+    taken.claim_clock = Some((now, read));
     (taken.wake, taken.remaining) = outlook(&tx, now, take.ahead)?;
     tx.commit()?;
     Ok(taken)
