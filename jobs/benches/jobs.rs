@@ -10,7 +10,7 @@
 //! * paced accuracy at 100/s burst 1: lateness of each start against its slot (p50, p99, max):
 //!   the real start (the handler's own `SystemTime` at its start, against the run's slot on the
 //!   database's clock, the same real-time clock on this machine) and the recorded one (the
-//!   decision time, exact by construction when claimed ahead), for the worker claiming 10 ms
+//!   decision time, exact by construction when claimed ahead), for the worker claiming 40 ms
 //!   ahead (the default) and not ahead (`claim_ahead(0)`), or the values of `PACED_AHEAD_MS`
 //!   (ms, comma-separated), interleaved, `PACED_ROUNDS` rounds (3 by default); and the process's CPU while the worker paces, and while it waits with
 //!   nothing due.
@@ -113,7 +113,7 @@ fn main() {
                 std::env::var("PACED_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
             // The worker's `claim_ahead` values compared (ms), `PACED_AHEAD_MS=0,5,10`.
             let aheads: Vec<Duration> = std::env::var("PACED_AHEAD_MS")
-                .unwrap_or_else(|_| "0,10".into())
+                .unwrap_or_else(|_| "0,40".into())
                 .split(',')
                 .filter_map(|a| a.trim().parse().ok())
                 .map(Duration::from_millis)

@@ -276,8 +276,14 @@ impl Jobs {
     ) -> Result<Taken, Error> {
         let ahead = ns(ahead);
         self.inner.seen.lock().unwrap_or_else(|p| p.into_inner()).borrow_and_update();
-        let take =
-            Take { completions, max, policy: self.inner.policy, now: self.now(), look_first, ahead };
+        let take = Take {
+            completions,
+            max,
+            policy: self.inner.policy,
+            now: self.now(),
+            look_first,
+            ahead,
+        };
         self.inner.store.take(take).await
     }
 

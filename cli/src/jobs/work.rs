@@ -45,7 +45,7 @@ pub(crate) struct Args {
     until_empty: bool,
     /// Claim a paced lane's run up to this long before its slot, charge it at its slot and
     /// start COMMAND then, never earlier (its lease starts at the claim; less than --lease).
-    /// 0: claim only what may start at once [default: 10ms, at most half the --lease]
+    /// 0: claim only what may start at once [default: 40ms, at most half the --lease]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     claim_ahead: Option<Duration>,
     /// An exit code of COMMAND that means "slow down": the job runs again, not as a failure,
@@ -189,7 +189,7 @@ fn progress_bar() -> ProgressBar {
 }
 
 /// The default of `--claim-ahead` (when half the lease is longer): measured in `jobs/README.md`.
-const DEFAULT_CLAIM_AHEAD: Duration = Duration::from_millis(10);
+const DEFAULT_CLAIM_AHEAD: Duration = Duration::from_millis(40);
 
 /// The default of `--kill-after` (when half the lease is longer).
 const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);

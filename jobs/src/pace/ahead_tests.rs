@@ -38,7 +38,8 @@ impl Model {
 }
 
 fn quota() -> impl Strategy<Value = Quota> {
-    let period = prop_oneof![Just(1_000_000_000u64), Just(20_000_000), Just(1_000_000), 1u64..2_000_000_000];
+    let period =
+        prop_oneof![Just(1_000_000_000u64), Just(20_000_000), Just(1_000_000), 1u64..2_000_000_000];
     (1u64..200, period, 1u64..6).prop_filter_map("a valid quota", |(count, period, burst)| {
         Quota::new(count, Duration::from_nanos(period), burst).ok()
     })

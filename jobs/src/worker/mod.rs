@@ -20,7 +20,7 @@ type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// How long before its slot a paced run is claimed, by default (see [`Worker::claim_ahead`]).
-const DEFAULT_CLAIM_AHEAD: Duration = Duration::from_millis(10);
+const DEFAULT_CLAIM_AHEAD: Duration = Duration::from_millis(40);
 
 /// Runs jobs from a [`Jobs`] queue, `concurrency` at a time, until stopped.
 ///
@@ -202,7 +202,7 @@ impl Worker {
         self
     }
 
-    /// Claims a paced lane's run up to this long before its slot (default 10 ms), charges it at
+    /// Claims a paced lane's run up to this long before its slot (default 40 ms), charges it at
     /// its slot, and starts its handler then, never earlier: the claim's round trips are then no longer lost from the lane's rate, and the run
     /// starts on its slot. The run's recorded start ([`Job::started`](crate::Job::started),
     /// [`Run::started_ns`](crate::Run::started_ns)) is its slot; its lease starts at the claim,

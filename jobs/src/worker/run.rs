@@ -14,6 +14,13 @@
 //! while its first run still goes on is two runs, each renewed on its own. A run past the
 //! worker's timeout is stopped (see [`Worker::timeout`]). A run whose lease is found lost at a
 //! renewal because its job was cancelled is stopped (its future dropped) and forgotten.
+//!
+//! Claiming ahead ([`Worker::claim_ahead`]): the transaction's wake-up for a paced lane is
+//! `claim_ahead` before its slot, and a run it takes then is charged at its slot. Its task waits
+//! until that time, mapped to this clock from the instant by which the claim's clock reading was
+//! made (never early), before calling the handler; a cancel during the wait means the handler
+//! never runs (the run is forgotten as a cancelled one is). The run holds its lease and its
+//! place in the concurrency from the claim.
 
 use super::progress::Counter;
 use super::runs::Runs;
@@ -264,7 +271,8 @@ impl Worker {
                 Ok(()) = &mut cancel => false,
             };
             if !waited {
-                let completion = Completion { id, attempt, lane, outcome: Outcome::Failed("cancelled".into()) };
+                let completion =
+                    Completion { id, attempt, lane, outcome: Outcome::Failed("cancelled".into()) };
                 let _ = ended.send(Ended { completion, took: Duration::ZERO, cancelled: true });
                 return;
             }

@@ -62,8 +62,7 @@ async fn a_claim_ahead_is_charged_at_the_slot(db: Db) {
     let runs = jobs.runs("p/x").await.unwrap();
     let got: Vec<(i64, i64)> = runs.iter().map(|r| (r.started_ns, r.slot_ns)).collect();
     let want = [(0, 0), (100, 100), (207, 200), (307, 307)];
-    let want: Vec<(i64, i64)> =
-        want.iter().map(|&(s, t)| (at(s * MS), at(t * MS))).collect();
+    let want: Vec<(i64, i64)> = want.iter().map(|&(s, t)| (at(s * MS), at(t * MS))).collect();
     assert_eq!(got, want, "recorded starts are the charge times, slots the pace's");
 }
 

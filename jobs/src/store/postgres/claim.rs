@@ -1,7 +1,9 @@
 //! Serving lanes in the claim transaction: lock the candidate lanes, read the clock, take as many
 //! jobs per lane per turn as its weight (one by default) as the lanes' pace and `max_in_flight`
 //! allow, charging each run to its lane's buckets, and store what changed, in a fixed number of
-//! round trips. Turns carry over between claims as on SQLite (a lane's `credit`).
+//! round trips. Turns carry over between claims as on SQLite (a lane's `credit`). A paced run
+//! may be taken up to the claim's `ahead` before its slot, charged at its slot (see
+//! [`charge_at`], where the argument that this never admits more than the quota is).
 
 use super::CLOCK_NS;
 use super::lanes::{load_pace, save_pace};
@@ -103,7 +105,8 @@ pub(super) async fn claim(
         let mut trial = pace.clone();
         let mut fits = 0;
         while fits < room
-            && charge_at(now, trial.allowed_at(), take.ahead).is_some_and(|at| trial.admit(at).is_ok())
+            && charge_at(now, trial.allowed_at(), take.ahead)
+                .is_some_and(|at| trial.admit(at).is_ok())
         {
             fits += 1;
         }

@@ -2,6 +2,8 @@
 //! a turn as the lane's weight (one by default), as each lane's pace and `max_in_flight` allow,
 //! charging each run to its lane's buckets. A lane's `credit` counts the jobs it was given in its
 //! turn so far; its `served` stamp moves (to the back of the round) only when its turn is used up.
+//! A paced run may be taken up to the claim's `ahead` before its slot, charged at its slot (see
+//! [`charge_at`], where the argument that this never admits more than the quota is).
 
 use super::lanes::{load_pace, save_pace};
 use crate::error::Error;
@@ -59,14 +61,14 @@ pub(super) fn claim(
         let at = match charged {
             Ok(at) => at,
             Err(at) => {
-            // Not yet (the cached slot was stale): remember when, and serve another lane. Levels
-            // carried over from other rules are stored now, so they are carried once.
-            if pace.stored() != stored {
-                save_pace(conn, &lane, &pace.stored())?;
-            }
-            conn.prepare_cached("UPDATE lanes SET next_slot = ?2 WHERE lane = ?1")?
-                .execute(params![lane, at])?;
-            continue;
+                // Not yet (the cached slot was stale): remember when, and serve another lane. Levels
+                // carried over from other rules are stored now, so they are carried once.
+                if pace.stored() != stored {
+                    save_pace(conn, &lane, &pace.stored())?;
+                }
+                conn.prepare_cached("UPDATE lanes SET next_slot = ?2 WHERE lane = ?1")?
+                    .execute(params![lane, at])?;
+                continue;
             }
         };
         let head: Option<Head> = conn
