@@ -161,7 +161,9 @@ impl Worker {
                 stoppers.insert((job.id, job.attempt), stop_tx);
                 // A run claimed ahead starts at its charge time, mapped to this clock.
                 let ahead = job.started_ns.saturating_sub(claim_now).max(0) as u64;
-                let target = read_by + Duration::from_nanos(ahead);
+                // `None`: a charge time centuries away (a huge `claim_ahead`) that this clock
+                // cannot hold; the run then waits for ever rather than start early.
+                let target = read_by.checked_add(Duration::from_nanos(ahead));
                 self.spawn(job, target, handler.clone(), ended_tx.clone(), stop_rx);
             }
             self.progress.set(Counter::Running, runs.going() as u64);
@@ -244,7 +246,7 @@ impl Worker {
 
     /// Runs `job` with `handler` on a task of its own, not before `target` (its charge time: a
     /// run claimed ahead waits for it here, and a cancel during the wait means the handler never
-    /// runs), within the timeout if one is set (counted from its start); its outcome comes back
+    /// runs; `None`: a time this clock cannot hold, never), within the timeout if one is set (counted from its start); its outcome comes back
     /// on `ended`. A handler that panics fails its run.
     ///
     /// The job's start (`started_ns`, what [`Job::lateness`] and the lateness metric see) is
@@ -253,7 +255,7 @@ impl Worker {
     fn spawn<F, Fut>(
         &self,
         mut job: Job,
-        target: Instant,
+        target: Option<Instant>,
         handler: Arc<F>,
         ended: mpsc::UnboundedSender<Ended>,
         cancel: oneshot::Receiver<()>,
@@ -266,8 +268,14 @@ impl Worker {
         // Fused: a sender dropped during the wait leaves it pending, never polled again.
         let mut cancel = cancel.fuse();
         tokio::spawn(async move {
+            let wait = async move {
+                match target {
+                    Some(at) => sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let waited = tokio::select! {
-                () = sleep_until(target) => true,
+                () = wait => true,
                 Ok(()) = &mut cancel => false,
             };
             if !waited {
@@ -277,7 +285,7 @@ impl Worker {
                 return;
             }
             let start = Instant::now();
-            let late = start.saturating_duration_since(target);
+            let late = target.map_or(Duration::ZERO, |at| start.saturating_duration_since(at));
             job.started_ns = job.started_ns.saturating_add(crate::job::ns(late));
             metrics::histogram!("leakgate_jobs_lateness_seconds").record(job.lateness());
             let limit = timeout.map(|t| (start + t, t, grace));
