@@ -202,9 +202,10 @@ impl Worker {
         self
     }
 
-    /// Claims a paced lane's run up to this long before its slot (default 40 ms), charges it at
-    /// its slot, and starts its handler then, never earlier: the claim's round trips are then no longer lost from the lane's rate, and the run
-    /// starts on its slot. The run's recorded start ([`Job::started`](crate::Job::started),
+    /// Claims a paced lane's run up to this long before its slot (default 40 ms, see the
+    /// README's numbers), charges it at its slot, and starts its handler then, never earlier:
+    /// the claim's round trips and commit are then no longer lost from the lane's rate, and the
+    /// run starts on its slot. The run's recorded start ([`Job::started`](crate::Job::started),
     /// [`Run::started_ns`](crate::Run::started_ns)) is its slot; its lease starts at the claim,
     /// and it takes its place in the concurrency (and in `max_in_flight`) from the claim. A run
     /// claimed ahead whose job is cancelled during the wait never runs. `Duration::ZERO`: claim
