@@ -69,10 +69,14 @@ fn three_processes_pace_one_lane(db: &str) {
         "60"
     );
     let rules = rules.to_str().unwrap();
+    // Each command notes its job and its real start (this machine's real-time clock, which both
+    // databases' clocks are here): claimed up to --claim-ahead (default 40 ms) before its slot,
+    // it must not start before its recorded start.
+    let real = dir.path().join("real-starts");
+    let script =
+        format!("cat >/dev/null; echo \"$LEAKGATE_JOB_ID $(date +%s%N)\" >> '{}'", real.display());
     let workers: Vec<Child> = (0..3)
-        .map(|_| {
-            worker(db, &["--rules", rules, "--concurrency", "2", "--until-empty"], "cat >/dev/null")
-        })
+        .map(|_| worker(db, &["--rules", rules, "--concurrency", "2", "--until-empty"], &script))
         .collect();
     for w in workers {
         let out = w.wait_with_output().unwrap();
@@ -83,6 +87,14 @@ fn three_processes_pace_one_lane(db: &str) {
     assert!(runs.windows(2).all(|w| w[0].job < w[1].job), "in the order added");
     let starts: Vec<i64> = runs.iter().map(|r| r.started_ns).collect();
     within_pace(&starts, 1, 50_000_000);
+    let real = std::fs::read_to_string(&real).unwrap();
+    assert_eq!(real.lines().count(), 60, "{real}");
+    for line in real.lines() {
+        let (id, at) = line.split_once(' ').unwrap();
+        let (id, at): (i64, i64) = (id.parse().unwrap(), at.parse().unwrap());
+        let recorded = runs.iter().find(|r| r.job == id).unwrap().started_ns;
+        assert!(at >= recorded, "job {id} started {} ns before its slot", recorded - at);
+    }
     let (span, ideal) = (starts[59] - starts[0], 59 * 50_000_000);
     eprintln!(
         "span {:.3} s, ideal {:.3} s (+{:.1}%)",
@@ -315,6 +327,18 @@ fn bad_input() {
         "not a duration",
     );
     check(&["jobs", "work", "--db", &db], b"", 2, "COMMAND");
+    check(
+        &["jobs", "work", "--db", &db, "--lease", "1s", "--claim-ahead", "1s", "--", "true"],
+        b"",
+        1,
+        "--claim-ahead must be less than --lease",
+    );
+    check(
+        &["jobs", "work", "--db", &db, "--claim-ahead", "5 bananas", "--", "true"],
+        b"",
+        2,
+        "not a duration",
+    );
     let port = leakgate_test_support::free_port();
     let unreachable = format!("postgres://u:p@127.0.0.1:{port}/db");
     check(&["jobs", "status", "--db", &unreachable], b"", 1, "cannot connect to PostgreSQL");

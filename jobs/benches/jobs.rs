@@ -7,16 +7,22 @@
 //!   schedules stored;
 //! * a fleet of 3 workers on one lane of 20/s burst 1: the rate they really start jobs at (to
 //!   set beside apalis's per-worker rate limit: `jobs/bench-apalis`);
-//! * paced accuracy at 100/s burst 1: lateness of each start against its slot (p50, p99, max),
-//!   from the runs' own recorded times, and the process's CPU while the worker paces, and while
-//!   it waits with nothing due.
+//! * paced accuracy at 100/s burst 1: lateness of each start against its slot (p50, p99, max):
+//!   the real start (the handler's own `SystemTime` at its start, against the run's slot on the
+//!   database's clock, the same real-time clock on this machine) and the recorded one (the
+//!   decision time, exact by construction when claimed ahead), for the worker claiming 40 ms
+//!   ahead (the default) and not ahead (`claim_ahead(0)`), or the values of `PACED_AHEAD_MS`
+//!   (ms, comma-separated), interleaved, `PACED_ROUNDS` rounds (3 by default); and the process's CPU while the worker paces, and while it waits with
+//!   nothing due.
 //!
 //! `cargo bench -p leakgate-jobs --bench jobs` (add `-- --quick` for a smaller run). PostgreSQL
 //! runs with its defaults (durable commits); SQLite with WAL and `synchronous = FULL`.
 
 use leakgate_jobs::{Every, Jobs, LaneRules, NewJob, Outcome, Schedule};
 use leakgate_test_support::postgres;
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 struct Sizes {
     single: usize,
@@ -101,12 +107,27 @@ fn main() {
                 sizes.paced
             );
             println!(
-                "                     p50       p99       max   CPU pacing   CPU idle-waiting"
+                "                  ahead   real p50  real p99  real max   rec p50   rec p99   rec max   CPU pacing"
             );
-            let s = paced(&sqlite(), sizes.paced).await;
-            println!("  SQLite     {s}");
-            let p = paced(&pg.database(), sizes.paced).await;
-            println!("  PostgreSQL {p}");
+            let rounds: usize =
+                std::env::var("PACED_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+            // The worker's `claim_ahead` values compared (ms), `PACED_AHEAD_MS=0,5,10`.
+            let aheads: Vec<Duration> = std::env::var("PACED_AHEAD_MS")
+                .unwrap_or_else(|_| "0,40".into())
+                .split(',')
+                .filter_map(|a| a.trim().parse().ok())
+                .map(Duration::from_millis)
+                .collect();
+            for round in 1..=rounds {
+                for &ahead in &aheads {
+                    let s = paced(&sqlite(), sizes.paced, ahead).await;
+                    println!("  SQLite     #{round} {:>4.0}ms {s}", ms(ahead));
+                    let p = paced(&pg.database(), sizes.paced, ahead).await;
+                    println!("  PostgreSQL #{round} {:>4.0}ms {p}", ms(ahead));
+                }
+            }
+            let (s, p) = (idle(&sqlite()).await, idle(&pg.database()).await);
+            println!("  CPU idle-waiting: SQLite {s}, PostgreSQL {p}");
         }
         if wants("fleet") {
             let n = if quick { 120 } else { 240 };
@@ -209,35 +230,68 @@ fn cpu_seconds() -> f64 {
     ticks / 100.0 // USER_HZ
 }
 
-/// Lateness percentiles at 100/s and the CPU used pacing and idle-waiting.
-async fn paced(db: &str, n: usize) -> String {
+/// Real and recorded lateness percentiles at 100/s with the worker claiming `ahead`, and the
+/// CPU used pacing.
+async fn paced(db: &str, n: usize, ahead: Duration) -> String {
     let jobs = Jobs::open(db).await.unwrap();
     jobs.set_rules(&LaneRules::from_toml("paced = \"100/s burst 1\"").unwrap()).await.unwrap();
     jobs.add_all((0..n).map(|i| NewJob::new("paced", format!("{i}"))).collect()).await.unwrap();
     let (cpu, t) = (cpu_seconds(), Instant::now());
-    let worker =
-        jobs.worker().concurrency(4).until_empty(true).on_event(|e| eprintln!("event: {e}"));
+    let worker = jobs
+        .worker()
+        .concurrency(4)
+        .claim_ahead(ahead)
+        .until_empty(true)
+        .on_event(|e| eprintln!("event: {e}"));
     // (events are database errors being retried: none is expected)
-    worker.run(|_| async { Outcome::Done }).await.unwrap();
+    let real = Arc::new(Mutex::new(HashMap::new()));
+    let log = real.clone();
+    worker
+        .run(move |job| {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64;
+            log.lock().unwrap().insert(job.id(), now);
+            async { Outcome::Done }
+        })
+        .await
+        .unwrap();
     let pacing = (cpu_seconds() - cpu) / t.elapsed().as_secs_f64();
-    let mut late: Vec<Duration> =
-        jobs.runs("paced").await.unwrap().iter().skip(1).map(|r| r.lateness()).collect();
+    let runs = jobs.runs("paced").await.unwrap();
+    let real = real.lock().unwrap();
+    let real_late: Vec<Duration> = runs
+        .iter()
+        .skip(1)
+        .map(|r| Duration::from_nanos(real[&r.job].saturating_sub(r.slot_ns).max(0) as u64))
+        .collect();
+    let recorded: Vec<Duration> = runs.iter().skip(1).map(|r| r.lateness()).collect();
+    let (r, d) = (percentiles(real_late), percentiles(recorded));
+    format!(
+        "{:>7.2}ms {:>7.2}ms {:>7.2}ms {:>7.2}ms {:>7.2}ms {:>7.2}ms {:>10.1}%",
+        r[0],
+        r[1],
+        r[2],
+        d[0],
+        d[1],
+        d[2],
+        pacing * 100.0
+    )
+}
+
+/// p50, p99 and max in ms.
+fn percentiles(mut late: Vec<Duration>) -> [f64; 3] {
     late.sort();
     let at = |q: f64| late[((late.len() - 1) as f64 * q) as usize];
-    // Idle: one job due in 3 s; the worker sleeps until then (SQLite also polls data_version).
+    [ms(at(0.5)), ms(at(0.99)), ms(*late.last().unwrap())]
+}
+
+/// The CPU a worker uses waiting with nothing due: one job due in 3 s; the worker sleeps until
+/// then (SQLite also polls data_version).
+async fn idle(db: &str) -> String {
+    let jobs = Jobs::open(db).await.unwrap();
     jobs.add_job(NewJob::new("idle", "x").after(Duration::from_secs(3))).await.unwrap();
     let (cpu, t) = (cpu_seconds(), Instant::now());
     let worker = jobs.worker().until_empty(true);
     worker.run(|_| async { Outcome::Done }).await.unwrap();
-    let idle = (cpu_seconds() - cpu) / t.elapsed().as_secs_f64();
-    format!(
-        "{:>7.2}ms {:>7.2}ms {:>7.2}ms {:>10.1}% {:>15.2}%",
-        ms(at(0.5)),
-        ms(at(0.99)),
-        ms(*late.last().unwrap()),
-        pacing * 100.0,
-        idle * 100.0
-    )
+    format!("{:.2} %", (cpu_seconds() - cpu) / t.elapsed().as_secs_f64() * 100.0)
 }
 
 fn ms(d: Duration) -> f64 {

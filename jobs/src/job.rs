@@ -208,7 +208,9 @@ pub struct Job {
     pub(crate) payload: Vec<u8>,
     pub(crate) attempt: u32,
     pub(crate) key: Option<String>,
-    /// When this run was taken (its start), ns since the epoch on the database's clock.
+    /// When this run starts, ns since the epoch on the database's clock: the time it was charged
+    /// at (the claim's, or its slot when claimed ahead); a worker moves it, as it calls the
+    /// handler, by how late it woke for it.
     pub(crate) started_ns: i64,
     /// The slot it was charged against: the earliest time it could have started.
     pub(crate) slot_ns: i64,
@@ -263,7 +265,10 @@ impl Job {
         self.key.as_deref()
     }
 
-    /// When this run started (was taken), on the database's clock.
+    /// When this run started, on the database's clock: the time its run was charged at (the
+    /// take's, or its slot when [taken ahead](crate::Jobs::take_ahead), not to be started
+    /// before); in a [worker](crate::Worker)'s handler, that moved by how late the worker
+    /// really called it.
     ///
     /// ```no_run
     /// # fn f(job: leakgate_jobs::Job) { println!("{:?}", job.started()); }
@@ -292,8 +297,11 @@ impl Job {
         self.deadline
     }
 
-    /// How long after its slot this run started: the slot is the later of the time its lane's
-    /// pace let it go and the time it became due.
+    /// How long after its slot this run started ([`started`](Self::started) less its slot): the
+    /// slot is the later of the time its lane's pace let it go and the time it became due. In a
+    /// [worker](crate::Worker)'s handler it is the real lateness: the claim's (0 when claimed
+    /// ahead in time, see [`Worker::claim_ahead`](crate::Worker::claim_ahead)) and the worker's
+    /// own wake-up's, as the `leakgate_jobs_lateness_seconds` metric records it.
     ///
     /// ```no_run
     /// # fn f(job: leakgate_jobs::Job) { println!("late by {:?}", job.lateness()); }

@@ -1,7 +1,7 @@
 //! [`Jobs`]: the handle on one queue database: adding jobs, taking them, reporting runs.
 
 use crate::error::Error;
-use crate::job::{Added, Job, NewJob, Outcome};
+use crate::job::{Added, Job, NewJob, Outcome, ns};
 use crate::retry::Policy;
 use crate::store::{Completion, Store, Take, Taken};
 use leakgate::{Clock, ManualClock};
@@ -127,7 +127,33 @@ impl Jobs {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub async fn take(&self, max: usize) -> Result<Vec<Job>, Error> {
-        Ok(self.take_raw(Vec::new(), max, true).await?.jobs)
+        Ok(self.take_raw(Vec::new(), max, true, Duration::ZERO).await?.jobs)
+    }
+
+    /// As [`take`](Self::take), and a paced lane's run may also be taken up to `ahead` before
+    /// its slot: it is charged at its slot, which its [`started`](Job::started) says (on the
+    /// database's clock), and the caller must not start it before then (a worker waits for it;
+    /// see [`Worker::claim_ahead`](crate::Worker::claim_ahead)). Its lease starts at the take.
+    /// Delayed jobs and paused lanes are not taken ahead. `Duration::ZERO` is [`take`](Self::take).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let jobs = leakgate_jobs::Jobs::open(dir.path().join("q.db").to_str().unwrap()).await?;
+    /// use std::time::Duration;
+    /// jobs.set_rules(&leakgate_jobs::LaneRules::from_toml("mail = \"1/s burst 1\"")?).await?;
+    /// jobs.add("mail", "first").await?;
+    /// jobs.add("mail", "second").await?;
+    /// let taken = jobs.take_ahead(5, Duration::from_secs(2)).await?;
+    /// // The second is charged at its slot, a second after the first: start it then.
+    /// let gap = taken[1].started().duration_since(taken[0].started())?;
+    /// assert!(gap >= Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn take_ahead(&self, max: usize, ahead: Duration) -> Result<Vec<Job>, Error> {
+        Ok(self.take_raw(Vec::new(), max, true, ahead).await?.jobs)
     }
 
     /// Marks a taken job done.
@@ -246,10 +272,18 @@ impl Jobs {
         completions: Vec<Completion>,
         max: usize,
         look_first: bool,
+        ahead: Duration,
     ) -> Result<Taken, Error> {
+        let ahead = ns(ahead);
         self.inner.seen.lock().unwrap_or_else(|p| p.into_inner()).borrow_and_update();
-        let take =
-            Take { completions, max, policy: self.inner.policy, now: self.now(), look_first };
+        let take = Take {
+            completions,
+            max,
+            policy: self.inner.policy,
+            now: self.now(),
+            look_first,
+            ahead,
+        };
         self.inner.store.take(take).await
     }
 
@@ -268,7 +302,7 @@ impl Jobs {
         let give_up = tokio::time::Instant::now() + LANE_WAIT;
         let mut wait = Duration::from_millis(1);
         loop {
-            let taken = self.take_raw(vec![completion.clone()], 0, false).await?;
+            let taken = self.take_raw(vec![completion.clone()], 0, false, Duration::ZERO).await?;
             if let Some(&(id, _)) = taken.lost.first() {
                 return Err(Error::LeaseLost(id));
             }

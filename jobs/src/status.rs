@@ -98,14 +98,17 @@ pub struct Run {
     pub job: i64,
     /// Which run of it (from 1).
     pub attempt: u32,
-    /// When it started: ns since the Unix epoch, on the database's clock.
+    /// When it started: ns since the Unix epoch, on the database's clock (the time it was
+    /// charged at: the claim's, or its slot when claimed ahead).
     pub started_ns: i64,
     /// Its slot: the earliest time it could have started (pace and due time), same clock.
     pub slot_ns: i64,
 }
 
 impl Run {
-    /// How long after its slot it started.
+    /// How long after its slot it started, by its recorded start: the decision time (the
+    /// claim's clock reading, or its slot when claimed ahead), not the worker's wake-up, which
+    /// a handler's [`Job::lateness`](crate::Job::lateness) adds.
     ///
     /// ```
     /// let run = leakgate_jobs::Run { job: 1, attempt: 1, started_ns: 1500, slot_ns: 1000 };

@@ -43,6 +43,11 @@ pub(crate) struct Args {
     /// Exit 0 once no job is waiting or running in the database
     #[arg(long)]
     until_empty: bool,
+    /// Claim a paced lane's run up to this long before its slot, charge it at its slot and
+    /// start COMMAND then, never earlier (its lease starts at the claim; less than --lease).
+    /// 0: claim only what may start at once [default: 40ms, at most half the --lease]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    claim_ahead: Option<Duration>,
     /// An exit code of COMMAND that means "slow down": the job runs again, not as a failure,
     /// and its lane pauses for --slow-down-pause, then resumes at its pace with no burst
     #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(i32).range(1..=255))]
@@ -83,6 +88,10 @@ pub(crate) fn run(args: Args) -> ExitCode {
         if args.lease < Duration::from_millis(10) {
             return Err("--lease must be at least 10ms".into());
         }
+        if args.claim_ahead.is_some_and(|a| a >= args.lease) {
+            return Err("--claim-ahead must be less than --lease".into());
+        }
+        let claim_ahead = args.claim_ahead.unwrap_or((args.lease / 2).min(DEFAULT_CLAIM_AHEAD));
         if args.timeout.is_some_and(|t| t.is_zero()) {
             return Err("--timeout must be more than 0".into());
         }
@@ -101,6 +110,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             .worker()
             .concurrency(args.concurrency as usize)
             .until_empty(args.until_empty)
+            .claim_ahead(claim_ahead)
             .retention(Some(args.retention))
             .timeout(args.timeout)
             // The supervisor stops the group within `kill_after`; the margin lets it finish
@@ -177,6 +187,9 @@ fn progress_bar() -> ProgressBar {
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
 }
+
+/// The default of `--claim-ahead` (when half the lease is longer): measured in `jobs/README.md`.
+const DEFAULT_CLAIM_AHEAD: Duration = Duration::from_millis(40);
 
 /// The default of `--kill-after` (when half the lease is longer).
 const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);

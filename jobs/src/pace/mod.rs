@@ -146,3 +146,7 @@ mod tests;
 #[cfg(test)]
 #[path = "adapt_tests.rs"]
 mod adapt_tests;
+
+#[cfg(test)]
+#[path = "ahead_tests.rs"]
+mod ahead_tests;

@@ -62,6 +62,28 @@ pub(crate) struct Take {
     /// Look without locks first, and take no lock when nothing is due (a wake-up that may be
     /// for nothing); a worker woken by its slot skips the look.
     pub(crate) look_first: bool,
+    /// How far ahead of its slot (ns, >= 0) a paced run may be claimed: a lane's run is charged
+    /// at `at = max(now, slot)` if `at <= now + ahead` (see [`charge_at`]); 0: only at `now`.
+    pub(crate) ahead: i64,
+}
+
+/// When a claim reading `now` may charge a lane whose pace next allows a run at `allowed` (see
+/// `LanePace::allowed_at`), claiming up to `ahead` ns early: `max(now, allowed)` if that is
+/// within `now + ahead` (saturating), else `None`.
+///
+/// Why this never admits more than the quota: a lane's charge times are GCRA arrivals, each
+/// conforming at its own time (`at >= allowed` by construction), and they are non-decreasing, so
+/// at most `burst + w/T` of them fall in any window of length `w`, as for any GCRA. Non-decreasing:
+/// a lane's claims are serialised by its lock and each reads the clock after taking it, so the
+/// readings `now_i` are non-decreasing (a forward clock); if `at_{i-1}` was `now_{i-1}`, then
+/// `at_i >= now_i >= at_{i-1}`; if it was the pace's `allowed_{i-1}` (the binding bucket full),
+/// that bucket's next allowed time is `at_{i-1} + T`, so `at_i >= at_{i-1} + T`. A clock that
+/// goes back only makes a run conform later. A worker that stalls holding a run claimed ahead
+/// wastes that slot (under-use), never over-uses the lane. Checked against a plain model in
+/// `pace/tests.rs` (`charges_ahead_conform`).
+pub(crate) fn charge_at(now: i64, allowed: i64, ahead: i64) -> Option<i64> {
+    let at = now.max(allowed);
+    (at <= now.saturating_add(ahead.max(0))).then_some(at)
 }
 
 /// What a `take` did.
@@ -75,6 +97,13 @@ pub(crate) struct Taken {
     pub(crate) deferred: Vec<Completion>,
     /// The database's time of the transaction.
     pub(crate) now: i64,
+    /// The clock reading the taken jobs were charged against (read after their lanes were
+    /// locked: on PostgreSQL later than `now`), and a local instant by which the database had
+    /// read it (the moment its reply came back, or SQLite's own reading); `None` when no lane
+    /// was served. A time `d` after that reading is at most `d` after the instant: a run charged
+    /// at `at` started at `instant + (at - reading)` is never early, and late only by the
+    /// reply's way back.
+    pub(crate) claim_clock: Option<(i64, std::time::Instant)>,
     /// The earliest time (database clock) something may become takeable: a lane's next slot, a
     /// scheduled job's time, a lease's end. `None`: nothing is waiting or running.
     pub(crate) wake: Option<i64>,

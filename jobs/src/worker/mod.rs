@@ -19,6 +19,9 @@ type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
 /// How long a run past its [timeout](Worker::timeout) has to wind down, by default.
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
+/// How long before its slot a paced run is claimed, by default (see [`Worker::claim_ahead`]).
+const DEFAULT_CLAIM_AHEAD: Duration = Duration::from_millis(40);
+
 /// Runs jobs from a [`Jobs`] queue, `concurrency` at a time, until stopped.
 ///
 /// ```
@@ -54,6 +57,7 @@ pub struct Worker {
     retention: Option<Duration>,
     timeout: Option<Duration>,
     stop_grace: Duration,
+    claim_ahead: Duration,
     stop: watch::Sender<bool>,
     progress: Progress,
     events: Option<EventSink>,
@@ -112,6 +116,7 @@ impl Jobs {
             retention: Some(Duration::from_secs(7 * 86_400)),
             timeout: None,
             stop_grace: DEFAULT_GRACE,
+            claim_ahead: DEFAULT_CLAIM_AHEAD,
             stop: watch::Sender::new(false),
             progress: Progress::default(),
             events: None,
@@ -194,6 +199,25 @@ impl Worker {
     /// ```
     pub fn stop_grace(mut self, grace: Duration) -> Self {
         self.stop_grace = grace;
+        self
+    }
+
+    /// Claims a paced lane's run up to this long before its slot (default 40 ms, see the
+    /// README's numbers), charges it at its slot, and starts its handler then, never earlier:
+    /// the claim's round trips and commit are then no longer lost from the lane's rate, and the
+    /// run starts on its slot. The run's recorded start ([`Job::started`](crate::Job::started),
+    /// [`Run::started_ns`](crate::Run::started_ns)) is its slot; its lease starts at the claim,
+    /// and it takes its place in the concurrency (and in `max_in_flight`) from the claim. A run
+    /// claimed ahead whose job is cancelled during the wait never runs. `Duration::ZERO`: claim
+    /// only what may start at once (the claim's round trips then delay each slot).
+    ///
+    /// ```no_run
+    /// # fn f(jobs: leakgate_jobs::Jobs) {
+    /// let w = jobs.worker().claim_ahead(std::time::Duration::from_millis(5));
+    /// # }
+    /// ```
+    pub fn claim_ahead(mut self, ahead: Duration) -> Self {
+        self.claim_ahead = ahead;
         self
     }
 

@@ -14,6 +14,13 @@
 //! while its first run still goes on is two runs, each renewed on its own. A run past the
 //! worker's timeout is stopped (see [`Worker::timeout`]). A run whose lease is found lost at a
 //! renewal because its job was cancelled is stopped (its future dropped) and forgotten.
+//!
+//! Claiming ahead ([`Worker::claim_ahead`]): the transaction's wake-up for a paced lane is
+//! `claim_ahead` before its slot, and a run it takes then is charged at its slot. Its task waits
+//! until that time, mapped to this clock from the instant by which the claim's clock reading was
+//! made (never early), before calling the handler; a cancel during the wait means the handler
+//! never runs (the run is forgotten as a cancelled one is). The run holds its lease and its
+//! place in the concurrency from the claim.
 
 use super::progress::Counter;
 use super::runs::Runs;
@@ -113,7 +120,10 @@ impl Worker {
             }
             let room = if stopping { 0 } else { self.concurrency.saturating_sub(runs.going()) };
             let started = Instant::now();
-            let result = self.jobs.take_raw(runs.ended().to_vec(), room, look_first).await;
+            let result =
+                self.jobs.take_raw(runs.ended().to_vec(), room, look_first, self.claim_ahead).await;
+            // The database read its clock before this (a fallback for the claim's own instant).
+            let received = Instant::now();
             let taken = match result {
                 Ok(taken) => taken,
                 Err(e) => {
@@ -140,12 +150,21 @@ impl Worker {
             let deferred = !taken.deferred.is_empty();
             runs.recorded(taken.deferred);
             let took = taken.jobs.len();
+            // The charge times, mapped to this clock from the instant by which the claim's clock
+            // reading was made (see `Taken::claim_clock`): never early.
+            let (claim_now, read_by) = taken
+                .claim_clock
+                .map_or((taken.now, received), |(now, at)| (now, Instant::from_std(at)));
             for job in taken.jobs {
                 runs.start((job.id, job.attempt));
-                metrics::histogram!("leakgate_jobs_lateness_seconds").record(job.lateness());
                 let (stop_tx, stop_rx) = oneshot::channel();
                 stoppers.insert((job.id, job.attempt), stop_tx);
-                self.spawn(job, handler.clone(), ended_tx.clone(), stop_rx);
+                // A run claimed ahead starts at its charge time, mapped to this clock.
+                let ahead = job.started_ns.saturating_sub(claim_now).max(0) as u64;
+                // `None`: a charge time centuries away (a huge `claim_ahead`) that this clock
+                // cannot hold; the run then waits for ever rather than start early.
+                let target = read_by.checked_add(Duration::from_nanos(ahead));
+                self.spawn(job, target, handler.clone(), ended_tx.clone(), stop_rx);
             }
             self.progress.set(Counter::Running, runs.going() as u64);
             self.progress.set(Counter::Remaining, taken.remaining.max(0) as u64);
@@ -225,11 +244,18 @@ impl Worker {
         Ok(self.progress.snapshot())
     }
 
-    /// Runs `job` with `handler` on a task of its own, within the timeout if one is set; its
-    /// outcome comes back on `ended`. A handler that panics fails its run.
+    /// Runs `job` with `handler` on a task of its own, not before `target` (its charge time: a
+    /// run claimed ahead waits for it here, and a cancel during the wait means the handler never
+    /// runs; `None`: a time this clock cannot hold, never), within the timeout if one is set (counted from its start); its outcome comes back
+    /// on `ended`. A handler that panics fails its run.
+    ///
+    /// The job's start (`started_ns`, what [`Job::lateness`] and the lateness metric see) is
+    /// moved from its charge time by how late the wait ended: the lateness is the claim's and
+    /// this wake-up's together.
     fn spawn<F, Fut>(
         &self,
         mut job: Job,
+        target: Option<Instant>,
         handler: Arc<F>,
         ended: mpsc::UnboundedSender<Ended>,
         cancel: oneshot::Receiver<()>,
@@ -237,11 +263,33 @@ impl Worker {
         F: Fn(Job) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Outcome> + Send + 'static,
     {
-        let start = Instant::now();
-        let limit = self.timeout.map(|t| (start + t, t, self.stop_grace));
-        job.deadline = limit.map(|(at, _, _)| at.into_std());
+        let (timeout, grace) = (self.timeout, self.stop_grace);
         let (id, attempt, lane) = (job.id, job.attempt, job.lane.clone());
+        // Fused: a sender dropped during the wait leaves it pending, never polled again.
+        let mut cancel = cancel.fuse();
         tokio::spawn(async move {
+            let wait = async move {
+                match target {
+                    Some(at) => sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let waited = tokio::select! {
+                () = wait => true,
+                Ok(()) = &mut cancel => false,
+            };
+            if !waited {
+                let completion =
+                    Completion { id, attempt, lane, outcome: Outcome::Failed("cancelled".into()) };
+                let _ = ended.send(Ended { completion, took: Duration::ZERO, cancelled: true });
+                return;
+            }
+            let start = Instant::now();
+            let late = target.map_or(Duration::ZERO, |at| start.saturating_duration_since(at));
+            job.started_ns = job.started_ns.saturating_add(crate::job::ns(late));
+            metrics::histogram!("leakgate_jobs_lateness_seconds").record(job.lateness());
+            let limit = timeout.map(|t| (start + t, t, grace));
+            job.deadline = limit.map(|(at, _, _)| at.into_std());
             let run = AssertUnwindSafe(handler(job)).catch_unwind();
             let panicked = |_| Outcome::Failed("the handler panicked".into());
             let timed = async move {
@@ -271,7 +319,7 @@ impl Worker {
             // process group); a dropped sender (the run was not cancelled) changes nothing.
             let (outcome, cancelled) = tokio::select! {
                 outcome = timed => (outcome, false),
-                Ok(()) = cancel => (Outcome::Failed("cancelled".into()), true),
+                Ok(()) = &mut cancel => (Outcome::Failed("cancelled".into()), true),
             };
             let took = start.elapsed();
             let completion = Completion { id, attempt, lane, outcome };

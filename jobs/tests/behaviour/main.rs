@@ -8,6 +8,7 @@
 #![allow(unreachable_pub)]
 
 mod adaptive;
+mod ahead;
 mod cases;
 mod control;
 mod db;
@@ -35,6 +36,7 @@ fn main() {
         .chain(runs::ALL)
         .chain(model::ALL)
         .chain(adaptive::ALL)
+        .chain(ahead::ALL)
     {
         let (name, case) = (*name, *case);
         trials.push(Trial::test(format!("sqlite::{name}"), move || {

@@ -1,7 +1,9 @@
 //! Serving lanes in the claim transaction: lock the candidate lanes, read the clock, take as many
 //! jobs per lane per turn as its weight (one by default) as the lanes' pace and `max_in_flight`
 //! allow, charging each run to its lane's buckets, and store what changed, in a fixed number of
-//! round trips. Turns carry over between claims as on SQLite (a lane's `credit`).
+//! round trips. Turns carry over between claims as on SQLite (a lane's `credit`). A paced run
+//! may be taken up to the claim's `ahead` before its slot, charged at its slot (see
+//! [`charge_at`], where the argument that this never admits more than the quota is).
 
 use super::CLOCK_NS;
 use super::lanes::{load_pace, save_pace};
@@ -9,7 +11,7 @@ use crate::error::Error;
 use crate::job::{Job, ns};
 use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
-use crate::store::Take;
+use crate::store::{Take, charge_at};
 use std::collections::HashMap;
 use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row};
@@ -33,10 +35,11 @@ struct Lane {
     credit: i64,
 }
 
-/// The candidate lanes, locked (those another claim holds skipped), in the order they are
-/// served, each with the clock read once it is locked (the caller's, if given).
+/// The candidate lanes (their slot within `$4`: the transaction's time and the claim's `ahead`),
+/// locked (those another claim holds skipped), in the order they are served, each with the clock
+/// read once it is locked (the caller's, if given).
 const CANDIDATES: &str = "WITH c AS MATERIALIZED (SELECT lane, ready, running, max_in_flight, credit, served \
-    FROM lanes WHERE ready > 0 AND next_slot <= $1 AND paused_until <= $1 AND NOT paused \
+    FROM lanes WHERE ready > 0 AND next_slot <= $4 AND paused_until <= $1 AND NOT paused \
     AND (max_in_flight IS NULL OR running < max_in_flight) ORDER BY served, lane LIMIT $2 \
     FOR UPDATE SKIP LOCKED) \
     SELECT lane, ready, running, max_in_flight, credit, COALESCE($3::bigint, CLOCK) FROM c \
@@ -57,7 +60,12 @@ pub(super) async fn candidates(
     let rows = tx
         .query_typed(
             &sql,
-            &[(&txn_now, Type::INT8), (&(take.max as i64), Type::INT8), (&take.now, Type::INT8)],
+            &[
+                (&txn_now, Type::INT8),
+                (&(take.max as i64), Type::INT8),
+                (&take.now, Type::INT8),
+                (&txn_now.saturating_add(take.ahead), Type::INT8),
+            ],
         )
         .await?;
     // The clock, read after the lanes are locked: every earlier charge to them is committed.
@@ -67,16 +75,17 @@ pub(super) async fn candidates(
 }
 
 /// Takes up to `take.max` jobs from the `rows` [`candidates`] locked at `now`, one job per turn
-/// as SQLite does.
+/// as SQLite does, each run charged at [`charge_at`] (up to `take.ahead` after `now`); answers
+/// `now` (`None`: no lane was locked).
 pub(super) async fn claim(
     tx: &impl GenericClient,
     (rows, now): (Vec<Row>, Option<i64>),
     take: &Take,
     rules: &LaneRules,
     out: &mut Vec<Job>,
-) -> Result<(), Error> {
+) -> Result<Option<i64>, Error> {
     let max = take.max;
-    let Some(now) = now else { return Ok(()) };
+    let Some(now) = now else { return Ok(None) };
     let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let stored = load_pace(tx, &name_refs).await?;
@@ -92,10 +101,13 @@ pub(super) async fn claim(
         let stored = stored.get(&name).cloned().unwrap_or_default();
         let floor = rules.limits(&name).adaptive_floor;
         let pace = LanePace::load(rules.pace(&name).1, floor, &stored, now);
-        // How many the pace lets go now.
+        // How many the pace lets go by `now + ahead`.
         let mut trial = pace.clone();
         let mut fits = 0;
-        while fits < room && trial.admit(now).is_ok() {
+        while fits < room
+            && charge_at(now, trial.allowed_at(), take.ahead)
+                .is_some_and(|at| trial.admit(at).is_ok())
+        {
             fits += 1;
         }
         let refused_until = (room > 0 && fits == 0).then(|| pace.allowed_at());
@@ -145,8 +157,8 @@ pub(super) async fn claim(
         .map(|r| r.get(0))
         .collect();
     let lease_until = now.saturating_add(ns(take.policy.lease));
-    let (mut run_job, mut run_attempt, mut run_lane, mut run_slot) =
-        (vec![], vec![], vec![], vec![]);
+    let (mut run_job, mut run_attempt, mut run_lane, mut run_slot, mut run_start) =
+        (vec![], vec![], vec![], vec![], vec![]);
     'turns: loop {
         let mut progressed = false;
         for lane in lanes.iter_mut() {
@@ -159,7 +171,8 @@ pub(super) async fn claim(
                     break;
                 }
                 let pace_slot = lane.pace.allowed_at();
-                if lane.pace.admit(now).is_err() {
+                let Some(at) = charge_at(now, pace_slot, take.ahead) else { break };
+                if lane.pace.admit(at).is_err() {
                     break;
                 }
                 let (id, payload, attempt, key, run_at) = lane.heads[lane.took].clone();
@@ -175,13 +188,14 @@ pub(super) async fn claim(
                 run_attempt.push(attempt + 1);
                 run_lane.push(lane.name.clone());
                 run_slot.push(slot);
+                run_start.push(at);
                 out.push(Job {
                     id,
                     lane: lane.name.clone(),
                     payload,
                     attempt: (attempt + 1) as u32,
                     key,
-                    started_ns: now,
+                    started_ns: at,
                     slot_ns: slot,
                     deadline: None,
                 });
@@ -196,16 +210,17 @@ pub(super) async fn claim(
         }
     }
     if !run_job.is_empty() {
+        // Each run starts at its charge time; its lease from the claim.
         tx.execute(
-            "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = $2, started_at = $3 WHERE id = ANY($1)",
-            &[&run_job, &lease_until, &now],
+            "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_until = $2, started_at = d.at \
+             FROM unnest($1::bigint[], $3::bigint[]) AS d(id, at) WHERE jobs.id = d.id",
+            &[&run_job, &lease_until, &run_start],
         )
         .await?;
-        let starts = vec![now; run_job.len()];
         tx.execute(
             "INSERT INTO runs SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) \
              ON CONFLICT DO NOTHING",
-            &[&run_job, &run_attempt, &run_lane, &run_slot, &starts],
+            &[&run_job, &run_attempt, &run_lane, &run_slot, &run_start],
         )
         .await?;
     }
@@ -233,5 +248,5 @@ pub(super) async fn claim(
         &[&names, &took, &served, &next, &heal, &limits, &credit],
     )
     .await?;
-    Ok(())
+    Ok(Some(now))
 }

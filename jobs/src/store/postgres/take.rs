@@ -15,14 +15,16 @@ use crate::rules::LaneRules;
 use crate::store::{Take, Taken};
 use futures_util::future::try_join;
 use std::collections::BTreeMap;
+use std::time::Instant;
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
 /// The time (the caller's, `$1`, or the server's), whether anything could be taken or needs
-/// maintenance then, the rules' version, whether a schedule's tick is due, and whether
+/// maintenance then (a paced lane: its slot within `$2` ns, the claim's `ahead`), the rules' version, whether a schedule's tick is due, and whether
 /// maintenance is (a lease run out, a delayed job due): one round trip.
 const LOOK: &str = "WITH t AS (SELECT COALESCE($1::bigint, CLOCK) AS now) SELECT t.now, \
-    EXISTS (SELECT 1 FROM lanes WHERE ready > 0 AND next_slot <= t.now AND paused_until <= t.now \
+    EXISTS (SELECT 1 FROM lanes WHERE ready > 0 \
+        AND next_slot <= t.now + LEAST($2::bigint, 9223372036854775807 - t.now) AND paused_until <= t.now \
         AND NOT paused AND (max_in_flight IS NULL OR running < max_in_flight)) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 1 AND run_at <= t.now) \
     OR EXISTS (SELECT 1 FROM jobs WHERE state = 2 AND lease_until <= t.now) \
@@ -44,17 +46,18 @@ impl Postgres {
         let mut guard = self.client().await?;
         let client = guard.as_mut().expect("connected");
         let look = LOOK.replace("CLOCK", CLOCK_NS);
+        let params = [(&take.now as _, Type::INT8), (&take.ahead as _, Type::INT8)];
         if take.completions.is_empty() && take.look_first {
             // A look without locks first: nothing due, nothing to record, no transaction.
-            let row = typed_one(&*client, &look, &[(&take.now, Type::INT8)]).await?;
+            let row = typed_one(&*client, &look, &params).await?;
             let (now, due, version): (i64, bool, i64) = (row.get(0), row.get(1), row.get(2));
             if !due && version == self.rules.version() {
-                let (wake, remaining) = outlook(&*client, now).await?;
+                let (wake, remaining) = outlook(&*client, now, take.ahead).await?;
                 return Ok(Taken { now, wake, remaining, ..Taken::default() });
             }
         }
         let tx = client.transaction().await?;
-        let row = typed_one(&tx, &look, &[(&take.now, Type::INT8)]).await?;
+        let row = typed_one(&tx, &look, &params).await?;
         let (now, version, ticks_due): (i64, i64, bool) = (row.get(0), row.get(2), row.get(3));
         let rules = rules_at(&tx, &self.rules, version).await?;
         let mut taken = Taken { now, ..Taken::default() };
@@ -66,7 +69,9 @@ impl Postgres {
         let first = !ticks_due && !row.get::<_, bool>(4) && claim_first(take, &rules);
         if first {
             let found = candidates(&tx, now, take).await?;
-            claim(&tx, found, take, &rules, &mut taken.jobs).await?;
+            let seen = Instant::now();
+            let read = claim(&tx, found, take, &rules, &mut taken.jobs).await?;
+            taken.claim_clock = read.map(|now| (now, seen));
         }
         // The lanes to record and maintain, those another session holds left out.
         let held = lock_lanes(&tx, &take.completions, now).await?;
@@ -84,25 +89,29 @@ impl Postgres {
         let candidates = if first {
             apply(&tx, &lanes).await?;
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
-            (vec![], None) // claimed already
+            ((vec![], None), Instant::now()) // claimed already
         } else if ticks_due {
             apply(&tx, &lanes).await?;
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
             // Only then: the ticks' jobs are claimable in this transaction.
             taken.ticked = super::schedules::fire(&tx, now, &rules).await?;
-            candidates(&tx, now, take).await?
+            let found = candidates(&tx, now, take).await?;
+            (found, Instant::now())
         } else {
             // Pipelined: the counters (a slow-down's pause, the runs that ended), then the lanes
             // to serve, locked, and the clock. A slow-down's buckets are pushed back after, still
             // before any is read ([`claim`] loads them).
             let ((), found) = try_join(apply(&tx, &lanes), candidates(&tx, now, take)).await?;
+            let seen = Instant::now();
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
-            found
+            (found, seen)
         };
         if !first {
-            claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
+            let (candidates, seen) = candidates;
+            let read = claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
+            taken.claim_clock = read.map(|now| (now, seen));
         }
-        (taken.wake, taken.remaining) = outlook(&tx, now).await?;
+        (taken.wake, taken.remaining) = outlook(&tx, now, take.ahead).await?;
         // Wake other workers when a limited lane has room again, or the queue is empty.
         let freed = lanes
             .iter()
@@ -127,17 +136,22 @@ fn claim_first(take: &Take, rules: &LaneRules) -> bool {
     })
 }
 
-/// When something may next become takeable, and how many jobs are waiting or running.
-async fn outlook(client: &impl GenericClient, now: i64) -> Result<(Option<i64>, i64), Error> {
+/// When something may next become takeable by a claim that looks `ahead` ns ahead (a paced
+/// lane: that long before its slot), and how many jobs are waiting or running.
+async fn outlook(
+    client: &impl GenericClient,
+    now: i64,
+    ahead: i64,
+) -> Result<(Option<i64>, i64), Error> {
     let row = typed_one(
         client,
-        "SELECT (SELECT MIN(GREATEST(next_slot, paused_until)) FROM lanes WHERE ready > 0 AND NOT paused \
+        "SELECT (SELECT MIN(GREATEST(next_slot - $1, paused_until)) FROM lanes WHERE ready > 0 AND NOT paused \
                      AND (max_in_flight IS NULL OR running < max_in_flight)), \
                     (SELECT MIN(run_at) FROM jobs WHERE state = 1), \
                     (SELECT MIN(lease_until) FROM jobs WHERE state = 2), \
                     (SELECT COALESCE(SUM(ready + scheduled + running), 0)::bigint FROM lanes), \
                     (SELECT MIN(next_tick) FROM schedules)",
-        &[],
+        &[(&ahead, Type::INT8)],
     )
     .await?;
     let (slot, due, lease, tick): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) =
