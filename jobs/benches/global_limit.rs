@@ -25,20 +25,23 @@ const T_NS: i64 = 20_000_000; // 50/s
 /// payload, take 50 ms.
 const STARTS: &str = "echo ${EPOCHREALTIME/./} >> \"$STARTS_FILE\"; cat >/dev/null; sleep 0.05";
 
-/// The achieved rate after the first `burst` starts, and the windows holding more than
-/// `burst + w/T` starts (`starts` sorted, ns).
-fn rate_and_over(starts: &[i64], burst: usize) -> (f64, usize) {
+/// The achieved rate after the first `burst` starts, the windows holding more than
+/// `burst + w/T` starts, and the most starts any window holds above that bound (`starts`
+/// sorted, ns).
+fn rate_and_over(starts: &[i64], burst: usize) -> (f64, usize, i64) {
     let n = starts.len();
     let span = (starts[n - 1] - starts[0]) as f64 / 1e9;
-    let mut over = 0;
+    let (mut over, mut most_above) = (0, 0);
     for i in 0..n {
         for j in i..n {
-            if (j - i + 1) as i64 > burst as i64 + (starts[j] - starts[i]) / T_NS {
+            let above = (j - i + 1) as i64 - (burst as i64 + (starts[j] - starts[i]) / T_NS);
+            if above > 0 {
                 over += 1;
+                most_above = most_above.max(above);
             }
         }
     }
-    ((n - burst) as f64 / span, over)
+    ((n - burst) as f64 / span, over, most_above)
 }
 
 fn main() {
@@ -98,7 +101,7 @@ fn main() {
         assert_eq!(runs.len(), n, "every job ran once");
         let mut starts: Vec<i64> = runs.iter().map(|r| r.started_ns).collect();
         starts.sort_unstable();
-        let (rate, over) = rate_and_over(&starts, burst);
+        let (rate, over, _) = rate_and_over(&starts, burst);
         let mut real: Vec<i64> = std::fs::read_to_string(&real_file)
             .unwrap()
             .lines()
@@ -106,7 +109,12 @@ fn main() {
             .collect();
         real.sort_unstable();
         assert_eq!(real.len(), n, "one real start a run");
-        let (real_rate, real_over) = rate_and_over(&real, burst);
+        let (real_rate, real_over, real_above) = rate_and_over(&real, burst);
+        // How much later than its recorded start each command really started: the k-th real
+        // start against the k-th recorded one (both sorted).
+        let mut jitter: Vec<f64> =
+            real.iter().zip(&starts).map(|(r, s)| (r - s) as f64 / 1e6).collect();
+        jitter.sort_by(f64::total_cmp);
         // The most real starts in any 1 s window (the pace allows 50 + burst).
         let most =
             (0..n).map(|i| real[i..].partition_point(|&b| b - real[i] < 1_000_000_000)).max();
@@ -117,12 +125,17 @@ fn main() {
         };
         println!(
             "  {name:<10} recorded: achieved {rate:.2}/s = {:.2} % of 50/s, windows above burst + w/T: {over}, \
-             lateness p50 {:.2} ms, p99 {:.2} ms; real: achieved {real_rate:.2}/s = {:.2} %, windows above: {real_over}, most in 1 s: {}",
+             lateness p50 {:.2} ms, p99 {:.2} ms; real: achieved {real_rate:.2}/s = {:.2} %, windows above: {real_over} \
+             (by at most {real_above} start), most in 1 s: {}, real - recorded p50 {:.2} ms, \
+             p99 {:.2} ms, max {:.2} ms",
             rate / 50.0 * 100.0,
             late[n / 2],
             late[n * 99 / 100],
             real_rate / 50.0 * 100.0,
             most.unwrap_or(0),
+            jitter[n / 2],
+            jitter[n * 99 / 100],
+            jitter[n - 1],
         );
     }
 }
