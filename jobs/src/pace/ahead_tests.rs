@@ -2,39 +2,24 @@
 //! plain model: random claim times (forward, with occasional small jumps back), random `ahead`,
 //! one to three random quotas, the pace stored and reloaded between claims as a store does.
 
+use super::tests::Model;
 use super::*;
 use crate::store::charge_at;
 use proptest::prelude::*;
 use std::time::Duration;
 
-/// One quota as (count, period ns, burst) and its TAT times `count` (exact integers).
-#[derive(Clone, Debug)]
-struct Model {
-    count: u128,
-    period: u128,
-    burst: u128,
-    tat_c: u128,
-}
-
-impl Model {
-    fn conforms(&self, t: u128) -> bool {
-        self.tat_c.max(t * self.count) + self.period <= self.burst * self.period + t * self.count
-    }
-    fn charge(&mut self, t: u128) {
-        self.tat_c = self.tat_c.max(t * self.count) + self.period;
-    }
-    /// Whether `starts` (sorted) put more than `burst + w/T` in any window of length `w`.
-    fn window_over(&self, starts: &[i64]) -> Option<(usize, i64)> {
-        for i in 0..starts.len() {
-            for j in i..starts.len() {
-                let (k, w) = ((j - i + 1) as u128, (starts[j] - starts[i]) as u128);
-                if k * self.period > self.burst * self.period + w * self.count {
-                    return Some((j - i + 1, starts[j] - starts[i]));
-                }
+/// Whether `starts` (sorted) put more than `burst + w/T` of `m`'s quota in any window of
+/// length `w`: the first such window's count and length.
+fn window_over(m: &Model, starts: &[i64]) -> Option<(usize, i64)> {
+    for i in 0..starts.len() {
+        for j in i..starts.len() {
+            let (k, w) = ((j - i + 1) as u128, (starts[j] - starts[i]) as u128);
+            if k * m.period > m.burst * m.period + w * m.count {
+                return Some((j - i + 1, starts[j] - starts[i]));
             }
         }
-        None
     }
+    None
 }
 
 fn quota() -> impl Strategy<Value = Quota> {
@@ -75,10 +60,7 @@ proptest! {
         let times = if back { times } else {
             let mut t = times; t.sort(); t
         };
-        let mut models: Vec<Model> = quotas.iter().map(|q| Model {
-            count: u128::from(q.count()), period: q.period().as_nanos(),
-            burst: u128::from(q.burst()), tat_c: 0,
-        }).collect();
+        let mut models: Vec<Model> = quotas.iter().map(Model::new).collect();
         let (mut rows, mut charges) = (Vec::new(), Vec::<i64>::new());
         for now in times {
             let mut pace = LanePace::load(&quotas, None, &rows, now);
@@ -102,7 +84,7 @@ proptest! {
         }
         charges.sort();
         for m in &models {
-            prop_assert_eq!(m.window_over(&charges), None, "{:?}", m);
+            prop_assert_eq!(window_over(m, &charges), None, "{:?}", m);
         }
     }
 }

@@ -5,15 +5,15 @@ use std::time::Duration;
 /// The plain model: one bucket's TAT times `count` (an exact integer: every TAT is a sum of clock
 /// readings and intervals `period / count`), straight from the contract's formula.
 #[derive(Clone, Debug)]
-struct Model {
-    count: u128,
-    period: u128,
-    burst: u128,
-    tat_c: u128,
+pub(super) struct Model {
+    pub(super) count: u128,
+    pub(super) period: u128,
+    pub(super) burst: u128,
+    pub(super) tat_c: u128,
 }
 
 impl Model {
-    fn new(q: &Quota) -> Model {
+    pub(super) fn new(q: &Quota) -> Model {
         Model {
             count: u128::from(q.count()),
             period: q.period().as_nanos(),
@@ -21,10 +21,10 @@ impl Model {
             tat_c: 0,
         }
     }
-    fn conforms(&self, t: u128) -> bool {
+    pub(super) fn conforms(&self, t: u128) -> bool {
         self.tat_c.max(t * self.count) + self.period <= self.burst * self.period + t * self.count
     }
-    fn charge(&mut self, t: u128) {
+    pub(super) fn charge(&mut self, t: u128) {
         self.tat_c = self.tat_c.max(t * self.count) + self.period;
     }
     /// The first whole nanosecond at which one more run conforms.

@@ -5,6 +5,7 @@
 use crate::db::{Case, Db, EPOCH, clock};
 use crate::worker::within_pace;
 use leakgate_jobs::{Jobs, LaneRules, NewJob, Outcome};
+use leakgate_test_support::Rng;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -66,18 +67,6 @@ async fn a_claim_ahead_is_charged_at_the_slot(db: Db) {
     assert_eq!(got, want, "recorded starts are the charge times, slots the pace's");
 }
 
-/// A small deterministic generator (xorshift), so a failure is reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 async fn claims_ahead_at_random_times_keep_the_pace(db: Db) {
     let clock = clock();
     let jobs = db.at(&clock).await;
@@ -86,7 +75,7 @@ async fn claims_ahead_at_random_times_keep_the_pace(db: Db) {
         .flat_map(|i| [NewJob::new("one", format!("{i}")), NewJob::new("three", format!("{i}"))])
         .collect();
     jobs.add_all(batch).await.unwrap();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut now = EPOCH;
     for _ in 0..250 {
         // Forward up to 40 ms, sometimes back up to 2 ms (the charge rule must hold either way).
