@@ -13,6 +13,7 @@ use crate::pace::{LanePace, StoredBucket};
 use crate::rules::LaneRules;
 use crate::store::{Take, charge_at};
 use std::collections::HashMap;
+use std::time::Instant;
 use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row};
 
@@ -45,14 +46,17 @@ const CANDIDATES: &str = "WITH c AS MATERIALIZED (SELECT lane, ready, running, m
     SELECT lane, ready, running, max_in_flight, credit, COALESCE($3::bigint, CLOCK) FROM c \
     ORDER BY served, lane";
 
+/// The locked candidate lanes, and the clock read after them with the local instant its reply
+/// came back (by then the server had read it: see `Taken::claim_clock`); `None`: no lane.
+pub(super) type Found = (Vec<Row>, Option<(i64, Instant)>);
+
 /// Locks the lanes a claim may serve and reads the clock after them, in one statement (one
-/// round trip; the caller may pipeline it behind the counters' update): the rows, and the
-/// clock (`None`: no lane to serve).
+/// round trip; the caller may pipeline it behind the counters' update).
 pub(super) async fn candidates(
     tx: &impl GenericClient,
     txn_now: i64,
     take: &Take,
-) -> Result<(Vec<Row>, Option<i64>), Error> {
+) -> Result<Found, Error> {
     if take.max == 0 {
         return Ok((vec![], None));
     }
@@ -68,24 +72,25 @@ pub(super) async fn candidates(
             ],
         )
         .await?;
+    let seen = Instant::now();
     // The clock, read after the lanes are locked: every earlier charge to them is committed.
     // Each row's reading follows its own lock; the last (the greatest) follows them all.
     let now = rows.iter().map(|r| r.get::<_, i64>(5)).max();
-    Ok((rows, now))
+    Ok((rows, now.map(|now| (now, seen))))
 }
 
 /// Takes up to `take.max` jobs from the `rows` [`candidates`] locked at `now`, one job per turn
 /// as SQLite does, each run charged at [`charge_at`] (up to `take.ahead` after `now`); answers
-/// `now` (`None`: no lane was locked).
+/// the clock it charged against (`None`: no lane was locked).
 pub(super) async fn claim(
     tx: &impl GenericClient,
-    (rows, now): (Vec<Row>, Option<i64>),
+    (rows, clock): Found,
     take: &Take,
     rules: &LaneRules,
     out: &mut Vec<Job>,
-) -> Result<Option<i64>, Error> {
+) -> Result<Option<(i64, Instant)>, Error> {
     let max = take.max;
-    let Some(now) = now else { return Ok(None) };
+    let Some((now, _)) = clock else { return Ok(None) };
     let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let stored = load_pace(tx, &name_refs).await?;
@@ -248,5 +253,5 @@ pub(super) async fn claim(
         &[&names, &took, &served, &next, &heal, &limits, &credit],
     )
     .await?;
-    Ok(Some(now))
+    Ok(clock)
 }

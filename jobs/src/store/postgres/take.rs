@@ -15,7 +15,6 @@ use crate::rules::LaneRules;
 use crate::store::{Take, Taken};
 use futures_util::future::try_join;
 use std::collections::BTreeMap;
-use std::time::Instant;
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
@@ -69,9 +68,7 @@ impl Postgres {
         let first = !ticks_due && !row.get::<_, bool>(4) && claim_first(take, &rules);
         if first {
             let found = candidates(&tx, now, take).await?;
-            let seen = Instant::now();
-            let read = claim(&tx, found, take, &rules, &mut taken.jobs).await?;
-            taken.claim_clock = read.map(|now| (now, seen));
+            taken.claim_clock = claim(&tx, found, take, &rules, &mut taken.jobs).await?;
         }
         // The lanes to record and maintain, those another session holds left out.
         let held = lock_lanes(&tx, &take.completions, now).await?;
@@ -89,27 +86,23 @@ impl Postgres {
         let candidates = if first {
             apply(&tx, &lanes).await?;
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
-            ((vec![], None), Instant::now()) // claimed already
+            (vec![], None) // claimed already
         } else if ticks_due {
             apply(&tx, &lanes).await?;
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
             // Only then: the ticks' jobs are claimable in this transaction.
             taken.ticked = super::schedules::fire(&tx, now, &rules).await?;
-            let found = candidates(&tx, now, take).await?;
-            (found, Instant::now())
+            candidates(&tx, now, take).await?
         } else {
             // Pipelined: the counters (a slow-down's pause, the runs that ended), then the lanes
             // to serve, locked, and the clock. A slow-down's buckets are pushed back after, still
             // before any is read ([`claim`] loads them).
             let ((), found) = try_join(apply(&tx, &lanes), candidates(&tx, now, take)).await?;
-            let seen = Instant::now();
             push_back(&tx, &lanes, now, &rules, &mut taken.rates).await?;
-            (found, seen)
+            found
         };
         if !first {
-            let (candidates, seen) = candidates;
-            let read = claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
-            taken.claim_clock = read.map(|now| (now, seen));
+            taken.claim_clock = claim(&tx, candidates, take, &rules, &mut taken.jobs).await?;
         }
         (taken.wake, taken.remaining) = outlook(&tx, now, take.ahead).await?;
         // Wake other workers when a limited lane has room again, or the queue is empty.
